@@ -1,0 +1,319 @@
+//! Methods, parameters and results of `hub-protocol.md`.
+//!
+//! Parameter types the hub decodes borrow from the message (`&RawValue` for
+//! application payloads, `Cow<str>` for names), so routing does not copy or
+//! parse payloads. Result and event types are owned, for clients.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::error::GoneReason;
+use crate::limits::Limits;
+use crate::principal::Principal;
+
+/// The protocol version this crate speaks.
+pub const PROTOCOL_VERSION: &str = "1.0.0";
+/// Every version the hub accepts in `initialize.protocolVersions`.
+pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
+/// The root channel named in `initialize.channel`.
+pub const ROOT_CHANNEL: &str = "ahp-root://";
+/// The catalog channel.
+pub const CATALOG_CHANNEL: &str = "ahp-client-services://";
+/// `serverInfo.name`.
+pub const SERVER_NAME: &str = "switchboard";
+
+/// Method names.
+pub mod method {
+    pub const INITIALIZE: &str = "initialize";
+    pub const PING: &str = "ping";
+    pub const REGISTER_SERVICE: &str = "client/registerService";
+    pub const UNREGISTER_SERVICE: &str = "client/unregisterService";
+    pub const UPDATE_SERVICE: &str = "client/updateService";
+    pub const SUBSCRIBE: &str = "subscribe";
+    pub const UNSUBSCRIBE: &str = "unsubscribe";
+    /// Hub → subscriber: one catalog change.
+    pub const ACTION: &str = "action";
+    /// Client → hub notification.
+    pub const NOTIFY: &str = "clientService/notify";
+    /// Hub → owner notification.
+    pub const NOTIFICATION: &str = "clientService/notification";
+    /// Client → hub request.
+    pub const REQUEST: &str = "clientService/request";
+    /// Hub → owner request.
+    pub const HANDLE_REQUEST: &str = "clientService/handleRequest";
+    /// Both directions (LSP convention).
+    pub const CANCEL_REQUEST: &str = "$/cancelRequest";
+    /// Extension: re-read the config (direct principal only).
+    pub const RELOAD: &str = "hub/reload";
+}
+
+// ---- initialize ------------------------------------------------------------
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams<'a> {
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Cow<'a, str>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub protocol_versions: Option<Vec<Cow<'a, str>>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub auth_token: Option<Cow<'a, str>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub client_info: Option<ClientInfo<'a>>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub initial_subscriptions: Option<Vec<Cow<'a, str>>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientInfo<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<Cow<'a, str>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeResult {
+    pub protocol_version: String,
+    pub client_id: String,
+    pub principal: Principal,
+    pub server_seq: u64,
+    pub snapshots: Vec<Snapshot>,
+    pub server_info: ServerInfo,
+    pub limits: Limits,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    pub name: String,
+    pub version: String,
+}
+
+// ---- services ----------------------------------------------------------------
+
+/// A service as the catalog lists it: owner identity stamped by the hub,
+/// metadata exactly as the owner wrote it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Service {
+    pub service_id: String,
+    pub client_id: String,
+    pub principal: Principal,
+    pub metadata: Box<RawValue>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RegisterServiceParams<'a> {
+    #[serde(borrow)]
+    pub metadata: &'a RawValue,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterServiceResult {
+    pub service_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnregisterServiceParams<'a> {
+    #[serde(borrow)]
+    pub service_id: Cow<'a, str>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateServiceParams<'a> {
+    #[serde(borrow)]
+    pub service_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub metadata: &'a RawValue,
+}
+
+/// The `{}` result of unregister and update.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Empty {}
+
+// ---- catalog -------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubscribeParams<'a> {
+    #[serde(borrow)]
+    pub channel: Cow<'a, str>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SubscribeResult {
+    pub snapshot: Snapshot,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    pub resource: String,
+    pub state: CatalogState,
+    /// The snapshot holds exactly the changes with `serverSeq <= fromSeq`.
+    pub from_seq: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CatalogState {
+    pub services: Vec<Service>,
+}
+
+/// Params of the `action` notification.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionParams {
+    pub channel: String,
+    pub server_seq: u64,
+    pub action: CatalogAction,
+}
+
+/// One change to the catalog.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum CatalogAction {
+    #[serde(rename = "clientServices/added")]
+    Added { service: Service },
+    #[serde(rename = "clientServices/removed", rename_all = "camelCase")]
+    Removed {
+        service_id: String,
+        reason: RemovalReason,
+    },
+    #[serde(rename = "clientServices/updated", rename_all = "camelCase")]
+    Updated {
+        service_id: String,
+        metadata: Box<RawValue>,
+    },
+}
+
+/// Why a service left a subscriber's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RemovalReason {
+    Unregistered,
+    Disconnected,
+    /// A policy change made it invisible to this subscriber.
+    Hidden,
+}
+
+impl From<GoneReason> for RemovalReason {
+    fn from(reason: GoneReason) -> Self {
+        match reason {
+            GoneReason::Disconnected => RemovalReason::Disconnected,
+            GoneReason::Unregistered => RemovalReason::Unregistered,
+        }
+    }
+}
+
+// ---- notifications and requests ------------------------------------------------
+
+/// Client → hub `clientService/notify`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifyParams<'a> {
+    #[serde(borrow)]
+    pub service_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub method: &'a RawValue,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<&'a RawValue>,
+}
+
+/// Client → hub `clientService/request`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestParams<'a> {
+    #[serde(borrow)]
+    pub service_id: Cow<'a, str>,
+    #[serde(borrow)]
+    pub method: &'a RawValue,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<&'a RawValue>,
+}
+
+/// Hub → owner: `clientService/notification` and `clientService/handleRequest`
+/// share this shape.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutedParams {
+    pub channel: String,
+    pub service_id: String,
+    pub sender_client_id: String,
+    pub sender_principal: Principal,
+    pub method: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Box<RawValue>>,
+}
+
+/// `$/cancelRequest` in either direction.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CancelParams<'a> {
+    #[serde(borrow)]
+    pub id: &'a RawValue,
+}
+
+/// Result of the `hub/reload` extension.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadResult {
+    pub principals: usize,
+    pub grants: usize,
+    /// Connections closed because their token no longer maps to a principal.
+    pub closed: usize,
+}
+
+/// A method name is non-empty printable ASCII of at most `max` bytes.
+pub fn check_method_name(name: &str, max: u64) -> Result<(), MethodNameError> {
+    if name.is_empty() {
+        return Err(MethodNameError::Empty);
+    }
+    if name.len() as u64 > max {
+        return Err(MethodNameError::TooLong {
+            length: name.len(),
+            max,
+        });
+    }
+    if let Some(index) = name.bytes().position(|b| !(0x20..=0x7e).contains(&b)) {
+        return Err(MethodNameError::InvalidCharacter { index });
+    }
+    Ok(())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MethodNameError {
+    #[error("method is empty")]
+    Empty,
+    #[error("method is {length} bytes; at most {max} are allowed")]
+    TooLong { length: usize, max: u64 },
+    #[error("method has a byte that is not printable ASCII at offset {index}")]
+    InvalidCharacter { index: usize },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_names() {
+        assert_eq!(check_method_name("a/b c", 256), Ok(()));
+        assert_eq!(check_method_name("", 256), Err(MethodNameError::Empty));
+        assert_eq!(
+            check_method_name("abc", 2),
+            Err(MethodNameError::TooLong { length: 3, max: 2 })
+        );
+        assert_eq!(
+            check_method_name("a\tb", 256),
+            Err(MethodNameError::InvalidCharacter { index: 1 })
+        );
+        assert_eq!(
+            check_method_name("é", 256),
+            Err(MethodNameError::InvalidCharacter { index: 0 })
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! Wire types of the Switchboard hub, with no I/O.
+//!
+//! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, decoded with payloads left raw;
+//! - [`hub`]: the methods, parameters, results and catalog actions of
+//!   `hub-protocol.md`;
+//! - [`error`]: the error codes and the shapes of their `data`;
+//! - [`limits`]: the bounds table;
+//! - [`principal`]: who is behind a connection;
+//! - [`tool_call`]: the `tool-provider` contract of `tool-call.md`.
+
+pub mod error;
+pub mod hub;
+pub mod jsonrpc;
+pub mod limits;
+pub mod principal;
+pub mod tool_call;
+
+pub use error::ErrorCode;
+pub use jsonrpc::ErrorObject;
+pub use limits::Limits;
+pub use principal::Principal;
+pub use tool_call::{CallOrigin, TokenError, TokenField, ToolCallRequest};
