@@ -6,10 +6,12 @@
 
 use std::borrow::Cow;
 
+use serde::de::{Deserializer, Error as _};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::GoneReason;
+use crate::jsonrpc::present;
 use crate::limits::Limits;
 use crate::principal::Principal;
 
@@ -174,7 +176,10 @@ pub struct ActionParams {
 }
 
 /// One change to the catalog.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+///
+/// `Deserialize` is written by hand: serde's internally tagged enums buffer
+/// their content, and a buffered `RawValue` (the metadata) cannot be decoded.
+#[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum CatalogAction {
     #[serde(rename = "clientServices/added")]
@@ -189,6 +194,48 @@ pub enum CatalogAction {
         service_id: String,
         metadata: Box<RawValue>,
     },
+}
+
+impl CatalogAction {
+    const TYPES: &'static [&'static str] = &[
+        "clientServices/added",
+        "clientServices/removed",
+        "clientServices/updated",
+    ];
+}
+
+impl<'de> Deserialize<'de> for CatalogAction {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        /// Every member of every variant, read in one pass straight from the input.
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Flat {
+            #[serde(rename = "type")]
+            kind: String,
+            service: Option<Service>,
+            service_id: Option<String>,
+            reason: Option<RemovalReason>,
+            metadata: Option<Box<RawValue>>,
+        }
+        fn required<T, E: serde::de::Error>(member: Option<T>, name: &'static str) -> Result<T, E> {
+            member.ok_or_else(|| E::missing_field(name))
+        }
+        let flat = Flat::deserialize(deserializer)?;
+        match flat.kind.as_str() {
+            "clientServices/added" => Ok(CatalogAction::Added {
+                service: required(flat.service, "service")?,
+            }),
+            "clientServices/removed" => Ok(CatalogAction::Removed {
+                service_id: required(flat.service_id, "serviceId")?,
+                reason: required(flat.reason, "reason")?,
+            }),
+            "clientServices/updated" => Ok(CatalogAction::Updated {
+                service_id: required(flat.service_id, "serviceId")?,
+                metadata: required(flat.metadata, "metadata")?,
+            }),
+            other => Err(D::Error::unknown_variant(other, Self::TYPES)),
+        }
+    }
 }
 
 /// Why a service left a subscriber's view.
@@ -220,7 +267,14 @@ pub struct NotifyParams<'a> {
     pub service_id: Cow<'a, str>,
     #[serde(borrow)]
     pub method: &'a RawValue,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    /// `Some` whenever the member is present, `null` included, so a `null`
+    /// payload is forwarded as `null`.
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub params: Option<&'a RawValue>,
 }
 
@@ -232,7 +286,13 @@ pub struct RequestParams<'a> {
     pub service_id: Cow<'a, str>,
     #[serde(borrow)]
     pub method: &'a RawValue,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
+    /// `Some` whenever the member is present, `null` included.
+    #[serde(
+        borrow,
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub params: Option<&'a RawValue>,
     #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<&'a RawValue>,
@@ -248,8 +308,20 @@ pub struct RoutedParams {
     pub sender_client_id: String,
     pub sender_principal: Principal,
     pub method: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `Some` whenever the member is present, `null` included.
+    #[serde(
+        default,
+        deserialize_with = "present_owned",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub params: Option<Box<RawValue>>,
+}
+
+/// Deserializes a member that is present (even as `null`) into `Some`.
+fn present_owned<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Box<RawValue>>, D::Error> {
+    Box::<RawValue>::deserialize(deserializer).map(Some)
 }
 
 /// `$/cancelRequest` in either direction.

@@ -95,7 +95,7 @@ struct Envelope<'a> {
 }
 
 /// Deserializes a member that is present (even as `null`) into `Some`.
-fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
+pub(crate) fn present<'de, D>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error>
 where
     D: Deserializer<'de>,
 {
@@ -141,13 +141,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
     };
     match envelope.jsonrpc.and_then(json_str) {
         Some(version) if version == VERSION => {}
-        _ => {
-            return Err(invalid(
-                id,
-                "badVersion",
-                "jsonrpc must be \"2.0\"".into(),
-            ))
-        }
+        _ => return Err(invalid(id, "badVersion", "jsonrpc must be \"2.0\"".into())),
     }
 
     if let Some(method) = envelope.method {
@@ -230,7 +224,10 @@ fn invalid<'a>(id: Option<&'a RawValue>, reason: &'static str, message: String) 
 }
 
 fn is_valid_id(id: &RawValue) -> bool {
-    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9' | b'n'))
+    matches!(
+        id.get().as_bytes().first(),
+        Some(b'"' | b'-' | b'0'..=b'9' | b'n')
+    )
 }
 
 /// The text of a raw JSON string, borrowed when it has no escapes; `None` when
@@ -405,7 +402,10 @@ mod tests {
         assert_eq!(code_of(b"nope"), ErrorCode::ParseError);
         assert_eq!(code_of(b"[1,2]"), ErrorCode::InvalidRequest);
         assert_eq!(code_of(b"17"), ErrorCode::InvalidRequest);
-        assert_eq!(code_of(br#"{"id":1,"method":"m"}"#), ErrorCode::InvalidRequest);
+        assert_eq!(
+            code_of(br#"{"id":1,"method":"m"}"#),
+            ErrorCode::InvalidRequest
+        );
         assert_eq!(
             code_of(br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#),
             ErrorCode::InvalidRequest

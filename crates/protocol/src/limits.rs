@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// Decoding tolerates unknown names (a newer hub may report more bounds);
+/// the hub's config loader refuses them, where they can only be typos.
+#[serde(rename_all = "camelCase")]
 pub struct Limits {
     #[serde(default = "defaults::max_message_bytes")]
     pub max_message_bytes: u64,

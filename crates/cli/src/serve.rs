@@ -1,0 +1,75 @@
+//! `switchboard serve` and `switchboard reload`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use switchboard_hub::dir::{self, HubInfo};
+use switchboard_hub::{Hub, HubOptions};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::signal::unix::{signal, SignalKind};
+
+pub async fn serve(
+    dir: Option<PathBuf>,
+    ws: Option<SocketAddr>,
+    config: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    let options = HubOptions {
+        dir: dir::resolve(dir.as_deref()),
+        ws,
+        config,
+    };
+    let hub = Hub::start(options).await?;
+    loop {
+        tokio::select! {
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+            _ = hangup.recv() => match hub.reload() {
+                Ok(_) => {}
+                Err(error) => tracing::error!(%error, "reload failed; the old config stays in force"),
+            },
+        }
+    }
+    hub.shutdown().await;
+    Ok(())
+}
+
+/// Asks the hub to reload through `hub/reload`, so a bad config is reported
+/// here instead of only in the hub's log.
+pub async fn reload(dir: Option<PathBuf>) -> anyhow::Result<()> {
+    let dir = dir::resolve(dir.as_deref());
+    let info =
+        HubInfo::read(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
+    let stream = UnixStream::connect(&info.socket)
+        .await
+        .with_context(|| format!("cannot connect to {}", info.socket.display()))?;
+    let (read, mut write) = stream.into_split();
+    let mut lines = BufReader::new(read).lines();
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"authToken": info.token, "clientInfo": {"name": "switchboard reload"}},
+    });
+    let reload = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "hub/reload"});
+    for message in [initialize, reload] {
+        write.write_all(format!("{message}\n").as_bytes()).await?;
+    }
+    while let Some(line) = lines.next_line().await? {
+        let message: serde_json::Value = serde_json::from_str(&line)?;
+        if let Some(error) = message.get("error") {
+            bail!("{}", error["message"].as_str().unwrap_or("the hub refused"));
+        }
+        if message["id"] == 2 {
+            let result = &message["result"];
+            println!(
+                "reloaded: {} principals, {} grants, {} connections closed",
+                result["principals"], result["grants"], result["closed"]
+            );
+            return Ok(());
+        }
+    }
+    bail!("the hub closed the connection before answering")
+}

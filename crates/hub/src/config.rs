@@ -1,0 +1,313 @@
+//! The TOML config file: principals, grants, origins and limits.
+//!
+//! ```toml
+//! [hub]
+//! allowed_origins = ["http://localhost:5173"]   # WebSocket Origin allow-list
+//! allow_unverified = false                      # serve connections without a token
+//! log_payloads = false                          # payloads in debug logs
+//!
+//! [limits]                                      # names as in the spec's table
+//! maxConnections = 1024
+//!
+//! [principals.explorer]
+//! token_file = "tokens/explorer"                # relative to this file; or token = "…"
+//!
+//! [[grants]]
+//! from = "explorer"                             # principal name or "*"
+//! to = "git"
+//! allow = ["discover", "request", "notify"]
+//! ```
+//!
+//! Unknown keys are errors, so a typo never silently weakens the policy.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use switchboard_protocol::limits::{Limits, LimitsError};
+
+use crate::policy::{Action, Grant, Policy, Selector};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("config file {path}: principal {name:?}: {problem}")]
+    Principal {
+        path: PathBuf,
+        name: String,
+        problem: String,
+    },
+    #[error("config file {path}: grant #{index}: {problem}")]
+    Grant {
+        path: PathBuf,
+        index: usize,
+        problem: String,
+    },
+    #[error("config file {path}: limits: {source}")]
+    Limits { path: PathBuf, source: LimitsError },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    hub: HubSection,
+    #[serde(default)]
+    limits: Option<toml::Table>,
+    #[serde(default)]
+    principals: BTreeMap<String, PrincipalSection>,
+    #[serde(default)]
+    grants: Vec<GrantSection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HubSection {
+    #[serde(default)]
+    allowed_origins: Vec<String>,
+    #[serde(default)]
+    allow_unverified: bool,
+    #[serde(default)]
+    log_payloads: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PrincipalSection {
+    token: Option<String>,
+    token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrantSection {
+    from: String,
+    to: String,
+    allow: Vec<String>,
+}
+
+/// A config file, read and checked; tokens resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub limits: Limits,
+    pub allowed_origins: Vec<String>,
+    pub allow_unverified: bool,
+    pub log_payloads: bool,
+    /// `(name, token)`.
+    pub principals: Vec<(String, String)>,
+    pub grants: Vec<Grant>,
+}
+
+impl Config {
+    /// Reads and checks a config file. Relative `token_file` paths are
+    /// resolved against the file's directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|error| ConfigError::Parse {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+
+        let limits = parse_limits(file.limits, path)?;
+        limits.validate().map_err(|source| ConfigError::Limits {
+            path: path.to_owned(),
+            source,
+        })?;
+
+        let mut principals = Vec::with_capacity(file.principals.len());
+        for (name, section) in file.principals {
+            let problem = |problem: &str| ConfigError::Principal {
+                path: path.to_owned(),
+                name: name.clone(),
+                problem: problem.to_owned(),
+            };
+            if name.is_empty() || name == "*" || name.bytes().any(|b| !(0x21..=0x7e).contains(&b)) {
+                return Err(problem(
+                    "a principal name is printable ASCII without spaces, and not \"*\"",
+                ));
+            }
+            let token = match (section.token, section.token_file) {
+                (Some(token), None) => token,
+                (None, Some(file)) => {
+                    let file = base.join(file);
+                    let text = std::fs::read_to_string(&file).map_err(|error| {
+                        problem(&format!(
+                            "cannot read token_file {}: {error}",
+                            file.display()
+                        ))
+                    })?;
+                    text.trim().to_owned()
+                }
+                _ => return Err(problem("give exactly one of token or token_file")),
+            };
+            if token.is_empty() {
+                return Err(problem("the token is empty"));
+            }
+            if principals.iter().any(|(_, other)| *other == token) {
+                return Err(problem("the token is the same as another principal's"));
+            }
+            principals.push((name, token));
+        }
+
+        let mut grants = Vec::with_capacity(file.grants.len());
+        for (index, grant) in file.grants.into_iter().enumerate() {
+            let problem = |problem: String| ConfigError::Grant {
+                path: path.to_owned(),
+                index: index + 1,
+                problem,
+            };
+            let selector = |name: &str| -> Result<Selector, ConfigError> {
+                if name == "*" {
+                    Ok(Selector::Any)
+                } else if principals.iter().any(|(known, _)| known == name) {
+                    Ok(Selector::Named(name.to_owned()))
+                } else {
+                    Err(problem(format!(
+                        "{name:?} is not a principal of this file (or \"*\")"
+                    )))
+                }
+            };
+            let from = selector(&grant.from)?;
+            let to = selector(&grant.to)?;
+            let mut actions = Vec::with_capacity(grant.allow.len());
+            for name in &grant.allow {
+                actions.push(Action::parse(name).ok_or_else(|| {
+                    problem(format!(
+                        "unknown action {name:?}; use discover, notify or request"
+                    ))
+                })?);
+            }
+            grants.push(Grant::new(from, to, &actions));
+        }
+
+        Ok(Config {
+            limits,
+            allowed_origins: file.hub.allowed_origins,
+            allow_unverified: file.hub.allow_unverified,
+            log_payloads: file.hub.log_payloads,
+            principals,
+            grants,
+        })
+    }
+
+    /// The authorization policy of this config around the hub's own token.
+    pub fn policy(&self, direct_token: &str) -> Policy {
+        Policy::new(
+            direct_token,
+            self.principals.clone(),
+            self.grants.clone(),
+            self.allow_unverified,
+            self.allowed_origins.clone(),
+        )
+    }
+}
+
+/// The `[limits]` table: every key must be a limit's name from the spec.
+fn parse_limits(table: Option<toml::Table>, path: &Path) -> Result<Limits, ConfigError> {
+    let Some(table) = table else {
+        return Ok(Limits::default());
+    };
+    let known = Limits::default().entries().map(|(name, _)| name);
+    if let Some(unknown) = table.keys().find(|key| !known.contains(&key.as_str())) {
+        return Err(ConfigError::Parse {
+            path: path.to_owned(),
+            message: format!(
+                "unknown limit {unknown:?}; the limits are {}",
+                known.join(", ")
+            ),
+        });
+    }
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|error: toml::de::Error| ConfigError::Parse {
+            path: path.to_owned(),
+            message: format!("[limits]: {error}"),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_protocol::Principal;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/nonexistent/switchboard.toml"))
+    }
+
+    #[test]
+    fn principals_grants_and_limits() {
+        let config = parse(
+            r#"
+            [hub]
+            allowed_origins = ["http://localhost:3000"]
+            [limits]
+            maxConnections = 7
+            [principals.explorer]
+            token = "e-token"
+            [principals.git]
+            token = "g-token"
+            [[grants]]
+            from = "explorer"
+            to = "git"
+            allow = ["discover", "request"]
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.limits.max_connections, 7);
+        assert_eq!(config.limits.max_method_bytes, 256);
+        let policy = config.policy("d-token");
+        let explorer = Principal::reserved("explorer");
+        let git = Principal::reserved("git");
+        assert!(policy.allows(&explorer, &git, Action::Request));
+        assert!(!policy.allows(&explorer, &git, Action::Notify));
+        assert!(policy.origin_allowed("http://localhost:3000"));
+    }
+
+    #[test]
+    fn token_file_is_relative_to_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("tokens")).unwrap();
+        std::fs::write(dir.path().join("tokens/git"), "secret-git\n").unwrap();
+        let path = dir.path().join("switchboard.toml");
+        std::fs::write(&path, "[principals.git]\ntoken_file = \"tokens/git\"\n").unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.principals, vec![("git".into(), "secret-git".into())]);
+    }
+
+    #[test]
+    fn mistakes_are_named() {
+        let error = parse("[principals.a]\ntoken = \"x\"\ntoken_file = \"y\"\n").unwrap_err();
+        assert!(error
+            .to_string()
+            .contains("exactly one of token or token_file"));
+        let error =
+            parse("[[grants]]\nfrom = \"ghost\"\nto = \"*\"\nallow = [\"notify\"]\n").unwrap_err();
+        assert!(error.to_string().contains("\"ghost\" is not a principal"));
+        let error = parse(
+            "[principals.a]\ntoken = \"x\"\n[[grants]]\nfrom = \"a\"\nto = \"*\"\nallow = [\"write\"]\n",
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("unknown action \"write\""));
+        let error = parse("[limits]\nmaxConections = 1\n").unwrap_err();
+        assert!(error.to_string().contains("maxConections"));
+        let error = parse("[hub]\nallow_unverifed = true\n").unwrap_err();
+        assert!(error.to_string().contains("allow_unverifed"));
+        let error =
+            parse("[principals.a]\ntoken = \"x\"\n[principals.b]\ntoken = \"x\"\n").unwrap_err();
+        assert!(error.to_string().contains("same as another"));
+    }
+}

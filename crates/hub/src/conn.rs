@@ -1,0 +1,98 @@
+//! One client connection, as every other part of the hub sees it.
+//!
+//! A `Conn` is shared (`Arc`) by its own reader and writer, by the services
+//! it owns, by pending requests that involve it and by the catalog's
+//! subscriber list. Its fields say who may change them.
+
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use crate::ids::ConnId;
+use crate::metrics::Counters;
+use crate::outbound::Outbound;
+use crate::pending::{CallerIndex, OwnerPending};
+use crate::policy::PrincipalRef;
+use crate::wire;
+
+/// Which listener a connection came through (for logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Unix,
+    WebSocket,
+}
+
+/// Who is behind an initialized connection. Set once, by `initialize`.
+#[derive(Debug)]
+pub struct Identity {
+    pub client_id: Box<str>,
+    pub principal: Arc<PrincipalRef>,
+    /// The SHA-256 of the token it authenticated with (`None`: unverified);
+    /// a reload closes the connection when this no longer maps to `principal`.
+    pub token_digest: Option<[u8; 32]>,
+    /// `"senderClientId":…,"senderPrincipal":…`, encoded once and spliced
+    /// into every message this connection sends through the hub.
+    pub sender_fields: Box<str>,
+}
+
+impl Identity {
+    pub fn new(
+        client_id: String,
+        principal: Arc<PrincipalRef>,
+        token_digest: Option<[u8; 32]>,
+    ) -> Self {
+        let sender_fields = wire::sender_fields(&client_id, &principal.json);
+        Identity {
+            client_id: client_id.into_boxed_str(),
+            principal,
+            token_digest,
+            sender_fields,
+        }
+    }
+}
+
+pub struct Conn {
+    pub id: ConnId,
+    pub transport: Transport,
+    /// Bytes for the peer. Any task pushes; only this connection's writer drains.
+    pub out: Outbound,
+    /// Written once by this connection's reader at `initialize`.
+    identity: OnceLock<Identity>,
+    /// Requests this connection made that await an answer (caller side).
+    /// Lock order: never held while taking another connection's `pending`.
+    pub calls: Mutex<CallerIndex>,
+    /// Requests routed to this connection's services (owner side). The single
+    /// source of truth for "answered": whoever removes an entry answers it.
+    pub pending: Mutex<OwnerPending>,
+    /// Incremented only by this connection's reader (no cross-core contention).
+    pub counters: Counters,
+}
+
+impl Conn {
+    pub fn new(id: ConnId, transport: Transport, out: Outbound) -> Arc<Self> {
+        Arc::new(Conn {
+            id,
+            transport,
+            out,
+            identity: OnceLock::new(),
+            calls: Mutex::new(CallerIndex::default()),
+            pending: Mutex::new(OwnerPending::default()),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn identity(&self) -> Option<&Identity> {
+        self.identity.get()
+    }
+
+    /// Binds the identity; returns it back if the connection already has one.
+    pub fn set_identity(&self, identity: Identity) -> Result<&Identity, Identity> {
+        self.identity.set(identity)?;
+        Ok(self.identity.get().expect("just set"))
+    }
+
+    /// The client id for logs ("-" before initialize).
+    pub fn label(&self) -> &str {
+        self.identity().map_or("-", |i| &i.client_id)
+    }
+}

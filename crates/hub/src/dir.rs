@@ -1,0 +1,277 @@
+//! The hub directory: where it is, the single-instance lock, `hub.json`.
+//!
+//! `<dir>` is `--dir`, else `$SWITCHBOARD_DIR`, else
+//! `$XDG_RUNTIME_DIR/switchboard`, else `/tmp/switchboard-<uid>`. The hub
+//! creates it 0700 and refuses one owned by another user. A live hub holds an
+//! exclusive `flock` on `<dir>/hub.lock` for its whole life; the kernel drops
+//! it when the process dies, however it dies, so a stale socket or `hub.json`
+//! left by a crash is recognised as stale by taking the lock.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub const SOCKET_FILE: &str = "hub.sock";
+pub const INFO_FILE: &str = "hub.json";
+pub const LOCK_FILE: &str = "hub.lock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("cannot create hub directory {path}: {source}")]
+    Create { path: PathBuf, source: io::Error },
+    #[error("hub directory {path} is owned by uid {owner}, not by this user (uid {uid}); refusing to use it")]
+    NotOwned { path: PathBuf, owner: u32, uid: u32 },
+    #[error("another hub is already running on {path}{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
+    AlreadyRunning { path: PathBuf, pid: Option<u32> },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+/// The directory rule of the spec, without creating anything.
+pub fn resolve(explicit: Option<&Path>) -> PathBuf {
+    if let Some(dir) = explicit {
+        return absolute(dir);
+    }
+    if let Some(dir) = std::env::var_os("SWITCHBOARD_DIR").filter(|d| !d.is_empty()) {
+        return absolute(Path::new(&dir));
+    }
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        return absolute(&Path::new(&runtime).join("switchboard"));
+    }
+    PathBuf::from(format!("/tmp/switchboard-{}", current_uid()))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+}
+
+pub fn current_uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// What `hub.json` says: how to reach this hub.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubInfo {
+    pub version: u32,
+    pub pid: u32,
+    pub socket: PathBuf,
+    pub ws: Option<String>,
+    pub token: String,
+}
+
+impl HubInfo {
+    /// Reads `<dir>/hub.json`.
+    pub fn read(dir: &Path) -> Result<Self, DirError> {
+        let path = dir.join(INFO_FILE);
+        let text = fs::read_to_string(&path).map_err(|source| DirError::Io {
+            what: "cannot read",
+            path: path.clone(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|error| DirError::Io {
+            what: "malformed",
+            path,
+            source: io::Error::new(io::ErrorKind::InvalidData, error),
+        })
+    }
+}
+
+/// A hub directory this process owns: created, locked, and cleaned on drop.
+#[derive(Debug)]
+pub struct HubDir {
+    path: PathBuf,
+    // Held open for the process's life: closing it drops the flock.
+    _lock: File,
+    wrote_info: bool,
+}
+
+impl HubDir {
+    /// Creates (0700) and locks the directory, and removes a stale socket.
+    pub fn acquire(path: PathBuf) -> Result<Self, DirError> {
+        create_private_dir(&path)?;
+        let lock_path = path.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|source| DirError::Io {
+                what: "cannot open lock file",
+                path: lock_path.clone(),
+                source,
+            })?;
+        // SAFETY: flock on an fd we own; no memory is involved.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let error = io::Error::last_os_error();
+            if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                let pid = HubInfo::read(&path).ok().map(|info| info.pid);
+                return Err(DirError::AlreadyRunning { path, pid });
+            }
+            return Err(DirError::Io {
+                what: "cannot lock",
+                path: lock_path,
+                source: error,
+            });
+        }
+        // We hold the lock, so any socket here belongs to a hub that is gone.
+        let socket = path.join(SOCKET_FILE);
+        match fs::remove_file(&socket) {
+            Ok(()) => tracing::info!(socket = %socket.display(), "removed a stale socket"),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(DirError::Io {
+                    what: "cannot remove stale socket",
+                    path: socket,
+                    source,
+                })
+            }
+        }
+        Ok(HubDir {
+            path,
+            _lock: lock,
+            wrote_info: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.path.join(SOCKET_FILE)
+    }
+
+    /// Writes `hub.json` atomically (0600 temp file, fsync, rename).
+    pub fn write_info(&mut self, info: &HubInfo) -> Result<(), DirError> {
+        let path = self.path.join(INFO_FILE);
+        let tmp = self
+            .path
+            .join(format!(".{INFO_FILE}.{}.tmp", std::process::id()));
+        let io_error = |what, source| DirError::Io {
+            what,
+            path: tmp.clone(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io_error("cannot create", e))?;
+        // The mode above is filtered by the umask; set it exactly.
+        file.set_permissions(fs::Permissions::from_mode(0o600))
+            .map_err(|e| io_error("cannot chmod", e))?;
+        let json = serde_json::to_vec(info).expect("HubInfo serializes");
+        file.write_all(&json)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_error("cannot write", e))?;
+        fs::rename(&tmp, &path).map_err(|source| DirError::Io {
+            what: "cannot rename into place",
+            path: path.clone(),
+            source,
+        })?;
+        self.wrote_info = true;
+        Ok(())
+    }
+
+    /// Removes `hub.json` and the socket; the lock goes when `self` drops.
+    pub fn clean_up(&mut self) {
+        if self.wrote_info {
+            let _ = fs::remove_file(self.path.join(INFO_FILE));
+            self.wrote_info = false;
+        }
+        let _ = fs::remove_file(self.socket_path());
+    }
+}
+
+impl Drop for HubDir {
+    fn drop(&mut self) {
+        self.clean_up();
+    }
+}
+
+fn create_private_dir(path: &Path) -> Result<(), DirError> {
+    match fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+    {
+        Ok(()) => {}
+        Err(source) => {
+            return Err(DirError::Create {
+                path: path.to_owned(),
+                source,
+            })
+        }
+    }
+    let meta = fs::metadata(path).map_err(|source| DirError::Create {
+        path: path.to_owned(),
+        source,
+    })?;
+    let uid = current_uid();
+    if meta.uid() != uid {
+        return Err(DirError::NotOwned {
+            path: path.to_owned(),
+            owner: meta.uid(),
+            uid,
+        });
+    }
+    // `recursive` creation and the umask may leave other bits; the hub
+    // directory holds the token, so it is private whatever made it.
+    if meta.mode() & 0o777 != 0o700 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700)).map_err(|source| {
+            DirError::Io {
+                what: "cannot chmod 0700",
+                path: path.to_owned(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_acquire_is_refused_and_stale_socket_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("hub");
+        let mut first = HubDir::acquire(dir.clone()).unwrap();
+        let mode = fs::metadata(&dir).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        first
+            .write_info(&HubInfo {
+                version: 1,
+                pid: 42,
+                socket: first.socket_path(),
+                ws: None,
+                token: "t".into(),
+            })
+            .unwrap();
+        let mode = fs::metadata(dir.join(INFO_FILE)).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        match HubDir::acquire(dir.clone()) {
+            Err(DirError::AlreadyRunning { pid, .. }) => assert_eq!(pid, Some(42)),
+            other => panic!("expected AlreadyRunning, got {other:?}"),
+        }
+        drop(first);
+        assert!(!dir.join(INFO_FILE).exists());
+        fs::write(dir.join(SOCKET_FILE), b"stale").unwrap();
+        let _second = HubDir::acquire(dir.clone()).unwrap();
+        assert!(!dir.join(SOCKET_FILE).exists());
+    }
+}

@@ -1,0 +1,533 @@
+//! One connection's message handling: lifecycle, services, catalog, and the
+//! hand-off to the router. Transport-independent and synchronous: a
+//! [`Session`] never awaits, so a reader only ever waits on its own socket.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+use switchboard_protocol::error::UnsupportedVersionData;
+use switchboard_protocol::hub::{
+    method, RegisterServiceResult, ServerInfo, CATALOG_CHANNEL, PROTOCOL_VERSION, ROOT_CHANNEL,
+    SERVER_NAME, SUPPORTED_VERSIONS,
+};
+use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Message};
+use switchboard_protocol::limits::names;
+use switchboard_protocol::{ErrorCode, Principal};
+
+use crate::conn::{Conn, Identity};
+use crate::ids;
+use crate::metrics::{Counters, NotifyDrop};
+use crate::outbound::{Class, Pushed};
+use crate::policy::Authenticated;
+use crate::reply;
+use crate::router;
+use crate::state::HubState;
+use crate::wire;
+
+/// Whether the transport should keep reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Flow {
+    Continue,
+    Close,
+}
+
+/// What an `Authorization: Bearer` header on a WebSocket upgrade said.
+#[derive(Debug, Clone)]
+pub enum Bearer {
+    Valid(Authenticated),
+    Invalid,
+}
+
+pub struct Session {
+    hub: Arc<HubState>,
+    conn: Arc<Conn>,
+    bearer: Option<Bearer>,
+}
+
+/// Members of `initialize` params, raw so a bad one can be named.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawInitialize<'a> {
+    #[serde(borrow, default)]
+    channel: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    protocol_versions: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    auth_token: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    client_info: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    initial_subscriptions: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct RawServiceParams<'a> {
+    #[serde(borrow, default)]
+    service_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    metadata: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawChannelParams<'a> {
+    #[serde(borrow, default)]
+    channel: Option<&'a RawValue>,
+}
+
+/// Decodes params that must be an object (absent counts as `{}`).
+fn object<'a, T: Deserialize<'a> + Default>(
+    params: Option<&'a RawValue>,
+) -> Result<T, ErrorObject> {
+    match params {
+        None => Ok(T::default()),
+        Some(raw) if raw.get().starts_with('{') => serde_json::from_str(raw.get())
+            .map_err(|error| reply::invalid_params("params", format!("invalid params: {error}"))),
+        Some(_) => Err(reply::invalid_params(
+            "params",
+            "params must be a JSON object",
+        )),
+    }
+}
+
+fn string_member<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<Cow<'a, str>, ErrorObject> {
+    raw.and_then(json_str)
+        .ok_or_else(|| reply::invalid_params(field, format!("{field} must be a string")))
+}
+
+fn string_list<'a>(raw: &'a RawValue, field: &str) -> Result<Vec<Cow<'a, str>>, ErrorObject> {
+    let items: Vec<&'a RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| reply::invalid_params(field, format!("{field} must be a list of strings")))?;
+    items
+        .into_iter()
+        .map(|item| {
+            json_str(item).ok_or_else(|| {
+                reply::invalid_params(field, format!("{field} must be a list of strings"))
+            })
+        })
+        .collect()
+}
+
+fn metadata_member(raw: Option<&RawValue>, max: u64) -> Result<&RawValue, ErrorObject> {
+    let metadata = raw
+        .filter(|m| m.get().starts_with('{'))
+        .ok_or_else(|| reply::invalid_params("metadata", "metadata must be a JSON object"))?;
+    let size = metadata.get().len() as u64;
+    if size > max {
+        return Err(reply::limit(
+            names::MAX_METADATA_BYTES,
+            max,
+            format!("metadata is {size} bytes; at most {max} are allowed"),
+        ));
+    }
+    Ok(metadata)
+}
+
+impl Session {
+    pub fn new(hub: Arc<HubState>, conn: Arc<Conn>, bearer: Option<Bearer>) -> Self {
+        Session { hub, conn, bearer }
+    }
+
+    pub fn conn(&self) -> &Arc<Conn> {
+        &self.conn
+    }
+
+    pub fn hub(&self) -> &Arc<HubState> {
+        &self.hub
+    }
+
+    /// Handles one complete message (a line or a frame, without its `\n`).
+    pub fn on_message(&mut self, bytes: &[u8]) -> Flow {
+        let bytes = bytes.trim_ascii();
+        if bytes.is_empty() {
+            return Flow::Continue;
+        }
+        Counters::inc(&self.conn.counters.messages_received);
+        if self.hub.log_payloads() {
+            tracing::debug!(
+                target: "switchboard::payload",
+                client = self.conn.label(),
+                message = %String::from_utf8_lossy(bytes),
+            );
+        }
+        match jsonrpc::decode(bytes) {
+            Err(error) => {
+                Counters::inc(&self.conn.counters.protocol_errors);
+                let object = ErrorObject::new(error.code, error.message)
+                    .with_data(&json!({ "reason": error.reason }));
+                self.reply_error(error.id, &object);
+                Flow::Continue
+            }
+            Ok(Message::Request { id, method, params }) => {
+                self.on_request(id, &method.name(), params)
+            }
+            Ok(Message::Notification { method, params }) => {
+                self.on_notification(&method.name(), params);
+                Flow::Continue
+            }
+            Ok(Message::Response { id, outcome }) => {
+                if self.conn.identity().is_some() {
+                    router::response(&self.hub, &self.conn, id, outcome);
+                } else {
+                    Counters::inc(&self.conn.counters.responses_dropped);
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    /// A message over `maxMessageBytes`: answer -32600 with id null, then close.
+    pub fn too_large(&mut self, size: Option<usize>) -> Flow {
+        let max = self.hub.limits.max_message_bytes;
+        let size = size.map_or_else(|| "more than that".to_owned(), |s| format!("{s} bytes"));
+        let error = ErrorObject::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "message is {size}; at most {max} bytes are allowed (maxMessageBytes); closing"
+            ),
+        )
+        .with_data(&json!({ "reason": "tooLarge", "limit": names::MAX_MESSAGE_BYTES, "max": max }));
+        Counters::inc(&self.conn.counters.protocol_errors);
+        self.reply_error(None, &error);
+        self.conn.out.drain_and_close();
+        Flow::Close
+    }
+
+    fn reply_error(&self, id: Option<&RawValue>, error: &ErrorObject) {
+        let _: Pushed = self.conn.out.push(Class::Essential, |buf| {
+            wire::error(buf, id.map(RawValue::get), error)
+        });
+    }
+
+    fn reply_result(&self, id: &RawValue, result: &str) {
+        let _: Pushed = self
+            .conn
+            .out
+            .push(Class::Essential, |buf| wire::result(buf, id.get(), result));
+    }
+
+    fn reply(&self, id: &RawValue, outcome: Result<String, ErrorObject>) {
+        match outcome {
+            Ok(result) => self.reply_result(id, &result),
+            Err(error) => self.reply_error(Some(id), &error),
+        }
+    }
+
+    fn on_request(&mut self, id: &RawValue, name: &str, params: Option<&RawValue>) -> Flow {
+        match name {
+            method::PING => {
+                self.reply_result(id, "null");
+                return Flow::Continue;
+            }
+            method::INITIALIZE => return self.initialize(id, params),
+            _ => {}
+        }
+        let conn = self.conn.clone();
+        let Some(identity) = conn.identity() else {
+            let error = ErrorObject::new(
+                ErrorCode::InvalidRequest,
+                format!("{name}: the connection is not initialized; send initialize first"),
+            )
+            .with_data(&json!({ "reason": "notInitialized" }));
+            self.reply_error(Some(id), &error);
+            return Flow::Continue;
+        };
+        match name {
+            method::REGISTER_SERVICE => self.reply(id, self.register(identity, params)),
+            method::UNREGISTER_SERVICE => self.reply(id, self.unregister(params)),
+            method::UPDATE_SERVICE => self.reply(id, self.update(identity, params)),
+            method::SUBSCRIBE => self.subscribe(id, params),
+            method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params),
+            method::RELOAD => self.reply(id, self.reload(identity)),
+            method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
+                let error = reply::invalid_request(
+                    "notificationWithId",
+                    format!("{name} is a notification: send it without an id"),
+                );
+                self.reply_error(Some(id), &error);
+            }
+            _ => {
+                let error = ErrorObject::new(
+                    ErrorCode::MethodNotFound,
+                    format!("unknown method {name:?}"),
+                );
+                self.reply_error(Some(id), &error);
+            }
+        }
+        Flow::Continue
+    }
+
+    fn on_notification(&self, name: &str, params: Option<&RawValue>) {
+        let counters = &self.conn.counters;
+        let Some(identity) = self.conn.identity() else {
+            return counters.notification_dropped(NotifyDrop::NotInitialized);
+        };
+        match name {
+            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params),
+            method::CANCEL_REQUEST => router::cancel(&self.hub, &self.conn, params),
+            method::UNSUBSCRIBE => {
+                let channel = object::<RawChannelParams<'_>>(params)
+                    .ok()
+                    .and_then(|p| p.channel.and_then(json_str));
+                if channel.as_deref() == Some(CATALOG_CHANNEL) {
+                    self.hub.registry.unsubscribe(&self.conn);
+                }
+            }
+            _ => counters.notification_dropped(NotifyDrop::UnknownMethod),
+        }
+    }
+
+    fn initialize(&mut self, id: &RawValue, params: Option<&RawValue>) -> Flow {
+        if self.conn.identity().is_some() {
+            let error = reply::invalid_request(
+                "alreadyInitialized",
+                "this connection is already initialized",
+            );
+            self.reply_error(Some(id), &error);
+            return Flow::Continue;
+        }
+        match self.check_initialize(params) {
+            Ok(checked) => {
+                self.complete_initialize(id, checked);
+                Flow::Continue
+            }
+            Err(error) => {
+                let auth_failed = error.code == ErrorCode::AuthRequired.code();
+                self.reply_error(Some(id), &error);
+                if auth_failed {
+                    tracing::info!("refused a connection with a missing or wrong token");
+                    self.conn.out.drain_and_close();
+                    return Flow::Close;
+                }
+                Flow::Continue
+            }
+        }
+    }
+
+    fn check_initialize(&self, params: Option<&RawValue>) -> Result<CheckedInit, ErrorObject> {
+        let params: RawInitialize<'_> = object(params)?;
+        if let Some(channel) = params.channel {
+            if string_member(Some(channel), "channel")? != ROOT_CHANNEL {
+                return Err(reply::invalid_params(
+                    "channel",
+                    format!("initialize channel must be {ROOT_CHANNEL:?}"),
+                ));
+            }
+        }
+        if let Some(versions) = params.protocol_versions {
+            let versions = string_list(versions, "protocolVersions")?;
+            if !versions
+                .iter()
+                .any(|v| SUPPORTED_VERSIONS.contains(&v.as_ref()))
+            {
+                return Err(ErrorObject::new(
+                    ErrorCode::UnsupportedProtocolVersion,
+                    format!(
+                        "none of the offered protocol versions is supported; this hub speaks {}",
+                        SUPPORTED_VERSIONS.join(", ")
+                    ),
+                )
+                .with_data(&UnsupportedVersionData {
+                    supported_versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
+                }));
+            }
+        }
+        let token = match params.auth_token {
+            None => None,
+            Some(raw) => Some(string_member(Some(raw), "authToken")?),
+        };
+        if let Some(info) = params.client_info {
+            #[derive(Deserialize)]
+            struct ClientInfo<'a> {
+                #[serde(borrow)]
+                #[allow(dead_code)]
+                name: &'a RawValue,
+            }
+            let ok = info.get().starts_with('{')
+                && serde_json::from_str::<ClientInfo<'_>>(info.get())
+                    .is_ok_and(|i| i.name.get().starts_with('"'));
+            if !ok {
+                return Err(reply::invalid_params(
+                    "clientInfo",
+                    "clientInfo must be {name, version?}",
+                ));
+            }
+        }
+        let mut subscribe = false;
+        if let Some(raw) = params.initial_subscriptions {
+            for channel in string_list(raw, "initialSubscriptions")? {
+                if channel != CATALOG_CHANNEL {
+                    return Err(reply::not_found(format!("unknown channel {channel:?}")));
+                }
+                subscribe = true;
+            }
+        }
+        let authenticated = self.authenticate(token.as_deref()).ok_or_else(|| {
+            ErrorObject::new(
+                ErrorCode::AuthRequired,
+                "a valid token is required (authToken or Authorization: Bearer)",
+            )
+        })?;
+        Ok(CheckedInit {
+            authenticated,
+            subscribe,
+        })
+    }
+
+    /// Maps the presented credentials to a principal. A WebSocket may carry a
+    /// bearer token; when both it and `authToken` are present they must name
+    /// the same principal.
+    fn authenticate(&self, token: Option<&str>) -> Option<Authenticated> {
+        let policy = self.hub.registry.policy();
+        match (&self.bearer, token) {
+            (Some(Bearer::Invalid), _) => None,
+            (Some(Bearer::Valid(bearer)), None) => Some(bearer.clone()),
+            (Some(Bearer::Valid(bearer)), Some(token)) => policy
+                .authenticate(Some(token))
+                .filter(|auth| auth.principal.principal == bearer.principal.principal),
+            (None, token) => policy.authenticate(token),
+        }
+    }
+
+    fn complete_initialize(&self, id: &RawValue, checked: CheckedInit) {
+        let identity = Identity::new(
+            ids::mint("c-"),
+            checked.authenticated.principal,
+            checked.authenticated.token_digest,
+        );
+        let Ok(identity) = self.conn.set_identity(identity) else {
+            return; // unreachable: checked above, and only this task sets it
+        };
+        tracing::debug!(client = %identity.client_id, principal = identity.principal.principal.label(), "initialized");
+        let respond = |snapshot: Option<&str>, seq: u64| {
+            let result = initialize_result(&self.hub, identity, snapshot, seq);
+            self.reply_result(id, &result);
+        };
+        if checked.subscribe {
+            self.hub
+                .registry
+                .subscribe(&self.conn, |snapshot, seq| respond(Some(snapshot), seq));
+        } else {
+            respond(None, self.hub.registry.server_seq());
+        }
+    }
+
+    fn register(
+        &self,
+        identity: &Identity,
+        params: Option<&RawValue>,
+    ) -> Result<String, ErrorObject> {
+        let params: RawServiceParams<'_> = object(params)?;
+        let metadata = metadata_member(params.metadata, self.hub.limits.max_metadata_bytes)?;
+        let service_id = self.hub.registry.register(
+            &self.conn,
+            identity,
+            metadata,
+            self.hub.limits.max_services_per_client,
+        )?;
+        tracing::debug!(client = %identity.client_id, service = %service_id, "registered a service");
+        Ok(serde_json::to_string(&RegisterServiceResult {
+            service_id: service_id.into(),
+        })
+        .expect("serializes"))
+    }
+
+    fn unregister(&self, params: Option<&RawValue>) -> Result<String, ErrorObject> {
+        let params: RawServiceParams<'_> = object(params)?;
+        let service_id = string_member(params.service_id, "serviceId")?;
+        let route = self.hub.registry.unregister(&self.conn, &service_id)?;
+        router::service_unregistered(&self.hub, &route);
+        Ok("{}".into())
+    }
+
+    fn update(
+        &self,
+        identity: &Identity,
+        params: Option<&RawValue>,
+    ) -> Result<String, ErrorObject> {
+        let params: RawServiceParams<'_> = object(params)?;
+        let service_id = string_member(params.service_id, "serviceId")?;
+        let metadata = metadata_member(params.metadata, self.hub.limits.max_metadata_bytes)?;
+        self.hub
+            .registry
+            .update(&self.conn, identity, &service_id, metadata)?;
+        Ok("{}".into())
+    }
+
+    fn subscribe(&self, id: &RawValue, params: Option<&RawValue>) {
+        let channel = object::<RawChannelParams<'_>>(params)
+            .and_then(|p| string_member(p.channel, "channel"));
+        match channel {
+            Ok(channel) if channel == CATALOG_CHANNEL => {
+                self.hub.registry.subscribe(&self.conn, |snapshot, _| {
+                    let mut result = String::with_capacity(snapshot.len() + 16);
+                    result.push_str("{\"snapshot\":");
+                    result.push_str(snapshot);
+                    result.push('}');
+                    self.reply_result(id, &result);
+                });
+            }
+            Ok(channel) => self.reply_error(
+                Some(id),
+                &reply::not_found(format!("unknown channel {channel:?}")),
+            ),
+            Err(error) => self.reply_error(Some(id), &error),
+        }
+    }
+
+    fn reload(&self, identity: &Identity) -> Result<String, ErrorObject> {
+        if identity.principal.principal != Principal::Direct {
+            return Err(reply::permission_denied(
+                "only the hub's own (direct) principal may reload its config",
+            ));
+        }
+        let result = self.hub.reload().map_err(|error| {
+            ErrorObject::new(
+                ErrorCode::InternalError,
+                format!("reload failed; the old config stays in force: {error}"),
+            )
+            .with_data(&json!({ "reason": "config" }))
+        })?;
+        Ok(serde_json::to_string(&result).expect("serializes"))
+    }
+}
+
+struct CheckedInit {
+    authenticated: Authenticated,
+    subscribe: bool,
+}
+
+fn initialize_result(
+    hub: &HubState,
+    identity: &Identity,
+    snapshot: Option<&str>,
+    seq: u64,
+) -> String {
+    let mut out = Vec::with_capacity(1024 + snapshot.map_or(0, str::len));
+    out.extend_from_slice(b"{\"protocolVersion\":");
+    wire::json_string(&mut out, PROTOCOL_VERSION);
+    out.extend_from_slice(b",\"clientId\":");
+    wire::json_string(&mut out, &identity.client_id);
+    out.extend_from_slice(b",\"principal\":");
+    out.extend_from_slice(identity.principal.json.as_bytes());
+    out.extend_from_slice(b",\"serverSeq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
+    out.extend_from_slice(b",\"snapshots\":[");
+    if let Some(snapshot) = snapshot {
+        out.extend_from_slice(snapshot.as_bytes());
+    }
+    out.extend_from_slice(b"],\"serverInfo\":");
+    let info = ServerInfo {
+        name: SERVER_NAME.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+    };
+    let _ = serde_json::to_writer(&mut out, &info);
+    out.extend_from_slice(b",\"limits\":");
+    let _ = serde_json::to_writer(&mut out, &hub.limits);
+    out.push(b'}');
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}

@@ -1,0 +1,291 @@
+//! One connection's outbound queue: the only place bytes wait to be written.
+//!
+//! Any task may [`Outbound::push`] a message; it appends to a byte buffer
+//! under a short lock and never waits for the peer. The connection's writer
+//! takes the whole buffer at once ([`Outbound::next_batch`]) and writes it
+//! with one syscall where it can, so writes are batched by construction:
+//! everything pushed while a write is under way goes out in the next one.
+//!
+//! Overload policy (spec section 8), decided here and nowhere else:
+//! - a notification is shed when the queue already holds `notifyShedBytes`;
+//! - anything that makes the queue exceed `slowConsumerBytes` aborts the
+//!   connection (requests, responses and catalog actions are never shed).
+//!
+//! Invariant: the lock is held only to append or swap buffers; no `await`
+//! happens under it, so a slow peer can only ever fill its own queue.
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Buffers larger than this are freed after use instead of kept for reuse,
+/// so one burst does not pin memory on an idle connection.
+const KEEP_CAPACITY: usize = 64 * 1024;
+
+/// Whether a message may be shed under load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// A forwarded notification: dropped when the queue is over `notifyShedBytes`.
+    Sheddable,
+    /// Responses, hub requests, catalog actions: queued or the connection dies.
+    Essential,
+}
+
+/// What became of a pushed message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum Pushed {
+    Queued,
+    /// Dropped by the overload policy (notifications only).
+    Shed,
+    /// The connection is closing or closed; the message was dropped.
+    Closed,
+    /// The message made the queue exceed `slowConsumerBytes`; the connection
+    /// is being aborted.
+    SlowConsumer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Status {
+    Open,
+    /// Write what is queued, then close.
+    Draining,
+    /// Close now; queued bytes are discarded.
+    Aborted,
+}
+
+struct State {
+    buf: Vec<u8>,
+    /// Bytes in `buf` plus bytes the writer has taken but not yet written.
+    queued: usize,
+    status: Status,
+    /// The abort was the overload policy's (for metrics and logs).
+    slow_consumer: bool,
+}
+
+pub struct Outbound {
+    state: Mutex<State>,
+    writer_wake: Notify,
+    /// Cancelled when the connection should stop reading (drain or abort).
+    stop: CancellationToken,
+    /// Cancelled when the connection is aborted: a write under way is abandoned.
+    abort: CancellationToken,
+    shed_bytes: usize,
+    slow_bytes: usize,
+}
+
+/// What the writer should do next.
+pub enum Batch {
+    /// `buf` holds bytes to write; call [`Outbound::written`] after.
+    Write,
+    /// Nothing more will come: close the socket.
+    Done,
+}
+
+impl Outbound {
+    pub fn new(shed_bytes: u64, slow_bytes: u64) -> Self {
+        Outbound {
+            state: Mutex::new(State {
+                buf: Vec::new(),
+                queued: 0,
+                status: Status::Open,
+                slow_consumer: false,
+            }),
+            writer_wake: Notify::new(),
+            stop: CancellationToken::new(),
+            abort: CancellationToken::new(),
+            shed_bytes: usize::try_from(shed_bytes).unwrap_or(usize::MAX),
+            slow_bytes: usize::try_from(slow_bytes).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Appends one message written by `write`, which must append exactly one
+    /// complete message followed by `\n`.
+    pub fn push(&self, class: Class, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
+        self.push_if(class, || true, write)
+    }
+
+    /// Like [`Outbound::push`], but first evaluates `still_wanted` under the
+    /// queue lock and drops the message when it says no. Lets a sender order a
+    /// message against state changes that are published through this queue
+    /// (see the notify path in `router.rs`).
+    pub fn push_if(
+        &self,
+        class: Class,
+        still_wanted: impl FnOnce() -> bool,
+        write: impl FnOnce(&mut Vec<u8>),
+    ) -> Pushed {
+        let mut state = self.state.lock();
+        if state.status != Status::Open || !still_wanted() {
+            return Pushed::Closed;
+        }
+        if class == Class::Sheddable && state.queued >= self.shed_bytes {
+            return Pushed::Shed;
+        }
+        let before = state.buf.len();
+        write(&mut state.buf);
+        let added = state.buf.len() - before;
+        state.queued += added;
+        if state.queued > self.slow_bytes {
+            state.status = Status::Aborted;
+            state.slow_consumer = true;
+            state.buf = Vec::new();
+            drop(state);
+            self.abort.cancel();
+            self.stop.cancel();
+            self.writer_wake.notify_one();
+            return Pushed::SlowConsumer;
+        }
+        let was_idle = before == 0;
+        drop(state);
+        if was_idle {
+            // One wake-up per batch, not per message: a non-empty buffer
+            // means the writer has already been told.
+            self.writer_wake.notify_one();
+        }
+        Pushed::Queued
+    }
+
+    /// Stop accepting messages; the writer drains what is queued, then closes.
+    pub fn drain_and_close(&self) {
+        let mut state = self.state.lock();
+        if state.status == Status::Open {
+            state.status = Status::Draining;
+        }
+        drop(state);
+        self.stop.cancel();
+        self.writer_wake.notify_one();
+    }
+
+    /// Close now, discarding queued bytes.
+    pub fn abort(&self) {
+        let mut state = self.state.lock();
+        state.status = Status::Aborted;
+        state.buf = Vec::new();
+        drop(state);
+        self.abort.cancel();
+        self.stop.cancel();
+        self.writer_wake.notify_one();
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.state.lock().status == Status::Open
+    }
+
+    pub fn was_slow_consumer(&self) -> bool {
+        self.state.lock().slow_consumer
+    }
+
+    pub fn is_aborted(&self) -> bool {
+        self.state.lock().status == Status::Aborted
+    }
+
+    /// Bytes waiting to be written (for metrics).
+    pub fn queued_bytes(&self) -> usize {
+        self.state.lock().queued
+    }
+
+    /// Resolves once the connection should stop reading.
+    pub async fn reader_stopped(&self) {
+        self.stop.cancelled().await
+    }
+
+    /// Resolves once the connection is aborted (interrupts a stuck write).
+    pub async fn aborted(&self) {
+        self.abort.cancelled().await
+    }
+
+    /// Waits for bytes (or the end) and swaps them into `buf`, which must be
+    /// empty. Only the connection's writer calls this.
+    pub async fn next_batch(&self, buf: &mut Vec<u8>) -> Batch {
+        debug_assert!(buf.is_empty());
+        loop {
+            {
+                let mut state = self.state.lock();
+                match state.status {
+                    Status::Aborted => return Batch::Done,
+                    _ if !state.buf.is_empty() => {
+                        std::mem::swap(&mut state.buf, buf);
+                        return Batch::Write;
+                    }
+                    Status::Draining => return Batch::Done,
+                    Status::Open => {}
+                }
+            }
+            self.writer_wake.notified().await;
+        }
+    }
+
+    /// The writer wrote `buf`; clears it for reuse.
+    pub fn written(&self, buf: &mut Vec<u8>) {
+        let mut state = self.state.lock();
+        state.queued = state.queued.saturating_sub(buf.len());
+        drop(state);
+        buf.clear();
+        if buf.capacity() > KEEP_CAPACITY {
+            *buf = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(text: &str) -> impl FnOnce(&mut Vec<u8>) + '_ {
+        move |buf| {
+            buf.extend_from_slice(text.as_bytes());
+            buf.push(b'\n');
+        }
+    }
+
+    #[tokio::test]
+    async fn batches_everything_pushed_before_the_writer_runs() {
+        let out = Outbound::new(1 << 20, 1 << 21);
+        assert_eq!(out.push(Class::Essential, line("a")), Pushed::Queued);
+        assert_eq!(out.push(Class::Sheddable, line("b")), Pushed::Queued);
+        let mut buf = Vec::new();
+        assert!(matches!(out.next_batch(&mut buf).await, Batch::Write));
+        assert_eq!(buf, b"a\nb\n");
+        assert_eq!(out.queued_bytes(), 4);
+        out.written(&mut buf);
+        assert_eq!(out.queued_bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn notifications_shed_at_the_threshold_but_essentials_queue() {
+        let out = Outbound::new(4, 100);
+        assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Queued); // 4 bytes
+        assert_eq!(out.push(Class::Sheddable, line("x")), Pushed::Shed);
+        assert_eq!(out.push(Class::Essential, line("resp")), Pushed::Queued);
+        assert_eq!(out.queued_bytes(), 9);
+    }
+
+    #[tokio::test]
+    async fn exceeding_the_slow_consumer_bound_aborts() {
+        let out = Outbound::new(4, 10);
+        assert_eq!(
+            out.push(Class::Essential, line("123456789")),
+            Pushed::Queued
+        ); // 10 bytes: at the bound
+        assert_eq!(out.push(Class::Essential, line("")), Pushed::SlowConsumer);
+        assert!(out.is_aborted());
+        assert_eq!(out.push(Class::Essential, line("late")), Pushed::Closed);
+        let mut buf = Vec::new();
+        assert!(matches!(out.next_batch(&mut buf).await, Batch::Done));
+        out.reader_stopped().await;
+    }
+
+    #[tokio::test]
+    async fn draining_writes_what_is_queued_then_ends() {
+        let out = Outbound::new(100, 100);
+        assert_eq!(out.push(Class::Essential, line("bye")), Pushed::Queued);
+        out.drain_and_close();
+        assert_eq!(out.push(Class::Essential, line("late")), Pushed::Closed);
+        let mut buf = Vec::new();
+        assert!(matches!(out.next_batch(&mut buf).await, Batch::Write));
+        assert_eq!(buf, b"bye\n");
+        out.written(&mut buf);
+        assert!(matches!(out.next_batch(&mut buf).await, Batch::Done));
+    }
+}

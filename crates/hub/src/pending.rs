@@ -1,0 +1,220 @@
+//! Bookkeeping of routed requests: the id mapping and the deadlines.
+//!
+//! A request X from caller C to a service of owner O is forwarded as Y, an
+//! integer minted from one hub-wide counter (so a Y is never reused, and a late
+//! answer to an old Y can never complete a newer request). Three structures
+//! hold it, each behind its own short lock:
+//!
+//! - `O.pending` ([`OwnerPending`]): Y → [`Entry`]. **The one source of truth:**
+//!   the task that removes the entry is the one that answers X, so X is
+//!   answered exactly once whatever races (answer, timeout, cancel, either
+//!   side leaving).
+//! - `C.calls` ([`CallerIndex`]): X → (O, Y), to find Y from a
+//!   `$/cancelRequest {id: X}` and to release everything when C leaves. Its
+//!   size is C's in-flight count.
+//! - [`Timers`]: (deadline, Y) → O, one ordered map for the whole hub.
+//!
+//! Lock order: `O.pending` → `O.out` and `O.pending` → timers. `C.calls` is
+//! never held while another lock is taken, so no cycle exists.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+
+use compact_str::CompactString;
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::conn::Conn;
+use crate::registry::ServiceRoute;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The raw JSON of a caller's request id (`7`, `"a"`, `null`), stored inline
+/// when short so routing a request does not allocate for it.
+pub type CallerId = CompactString;
+
+/// One forwarded request, held by its owner's connection.
+pub struct Entry {
+    pub caller: Arc<Conn>,
+    pub caller_id: CallerId,
+    pub service: Arc<ServiceRoute>,
+    pub deadline: Instant,
+    pub timeout_ms: u64,
+}
+
+#[derive(Default)]
+pub struct OwnerPending {
+    entries: FastMap<u64, Entry>,
+    /// Set when the owner leaves: nothing new is accepted after.
+    closed: bool,
+}
+
+impl OwnerPending {
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    pub fn insert(&mut self, id: u64, entry: Entry) {
+        entry.service.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.entries.insert(id, entry);
+    }
+
+    /// Takes the entry of `id`, which settles it: the caller must answer.
+    pub fn take(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.entries.remove(&id)?;
+        entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+        Some(entry)
+    }
+
+    /// Takes every entry of one service (it was unregistered).
+    pub fn take_service(&mut self, service: &ServiceRoute) -> Vec<(u64, Entry)> {
+        let taken: Vec<(u64, Entry)> = self
+            .entries
+            .extract_if(|_, entry| std::ptr::eq(&*entry.service, service))
+            .collect();
+        for (_, entry) in &taken {
+            entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    /// Closes the table and takes every entry (the owner left).
+    pub fn close(&mut self) -> Vec<(u64, Entry)> {
+        self.closed = true;
+        let taken: Vec<(u64, Entry)> = self.entries.drain().collect();
+        for (_, entry) in &taken {
+            entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        taken
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Where a caller's request went.
+pub struct Call {
+    pub owner: Arc<Conn>,
+    pub forwarded_id: u64,
+}
+
+#[derive(Default)]
+pub struct CallerIndex {
+    calls: FastMap<CallerId, Call>,
+}
+
+impl CallerIndex {
+    pub fn len(&self) -> usize {
+        self.calls.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    pub fn contains(&self, caller_id: &str) -> bool {
+        self.calls.contains_key(caller_id)
+    }
+
+    pub fn insert(&mut self, caller_id: CallerId, call: Call) {
+        self.calls.insert(caller_id, call);
+    }
+
+    pub fn remove(&mut self, caller_id: &str) -> Option<Call> {
+        self.calls.remove(caller_id)
+    }
+
+    /// Removes `caller_id` only if it still maps to `forwarded_id`.
+    pub fn remove_if_forwarded_as(&mut self, caller_id: &str, forwarded_id: u64) {
+        if self
+            .calls
+            .get(caller_id)
+            .is_some_and(|call| call.forwarded_id == forwarded_id)
+        {
+            self.calls.remove(caller_id);
+        }
+    }
+
+    pub fn take_all(&mut self) -> Vec<(CallerId, Call)> {
+        let calls = std::mem::take(&mut self.calls);
+        calls.into_iter().collect()
+    }
+}
+
+/// Mints forwarded ids: one counter for the hub, starting at 1.
+#[derive(Debug)]
+pub struct ForwardIds(AtomicU64);
+
+impl Default for ForwardIds {
+    fn default() -> Self {
+        ForwardIds(AtomicU64::new(1))
+    }
+}
+
+impl ForwardIds {
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+/// Deadlines of every pending request, earliest first.
+///
+/// Keys are `(deadline, forwarded id)`, unique because forwarded ids are, so
+/// removing a settled request's deadline can never remove another's. Only the
+/// timer task (`router::run_timers`) pops; anyone inserts and removes.
+#[derive(Default)]
+pub struct Timers {
+    queue: Mutex<BTreeMap<(Instant, u64), Weak<Conn>>>,
+    wake: Notify,
+}
+
+impl Timers {
+    pub fn insert(&self, deadline: Instant, id: u64, owner: &Arc<Conn>) {
+        let mut queue = self.queue.lock();
+        let earliest = queue
+            .first_key_value()
+            .is_none_or(|((first, _), _)| deadline < *first);
+        queue.insert((deadline, id), Arc::downgrade(owner));
+        drop(queue);
+        if earliest {
+            self.wake.notify_one();
+        }
+    }
+
+    pub fn remove(&self, deadline: Instant, id: u64) {
+        self.queue.lock().remove(&(deadline, id));
+    }
+
+    /// Pops every deadline at or before `now`; returns them and the next one.
+    pub fn pop_due(&self, now: Instant, due: &mut Vec<(u64, Weak<Conn>)>) -> Option<Instant> {
+        let mut queue = self.queue.lock();
+        while let Some(entry) = queue.first_entry() {
+            if entry.key().0 > now {
+                return Some(entry.key().0);
+            }
+            let ((_, id), owner) = entry.remove_entry();
+            due.push((id, owner));
+        }
+        None
+    }
+
+    /// Resolves when a deadline earlier than all others was inserted.
+    pub async fn changed(&self) {
+        self.wake.notified().await
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.lock().is_empty()
+    }
+}

@@ -1,0 +1,291 @@
+//! Who may do what: principals bound to tokens, and grants between them.
+//!
+//! A [`Policy`] is immutable; a reload builds a new one and swaps it in (see
+//! `registry.rs`, which swaps it under the catalog lock so visibility changes
+//! and catalog actions stay in one order).
+
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use switchboard_protocol::Principal;
+
+/// A principal as the hub holds it: its value and its JSON, encoded once.
+#[derive(Debug)]
+pub struct PrincipalRef {
+    pub principal: Principal,
+    /// `{"kind":…}` exactly as stamped into routed messages.
+    pub json: Box<str>,
+}
+
+impl PrincipalRef {
+    pub fn new(principal: Principal) -> Arc<Self> {
+        let json = serde_json::to_string(&principal)
+            .expect("a principal always serializes")
+            .into_boxed_str();
+        Arc::new(PrincipalRef { principal, json })
+    }
+}
+
+/// The three actions authorized separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Discover,
+    Notify,
+    Request,
+}
+
+impl Action {
+    fn bit(self) -> u8 {
+        match self {
+            Action::Discover => 1,
+            Action::Notify => 2,
+            Action::Request => 4,
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "discover" => Some(Action::Discover),
+            "notify" => Some(Action::Notify),
+            "request" => Some(Action::Request),
+            _ => None,
+        }
+    }
+}
+
+/// Which principals a grant's `from` or `to` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selector {
+    /// `"*"`: every principal, `direct` and `unverified` included.
+    Any,
+    /// A named (reserved) principal.
+    Named(String),
+}
+
+impl Selector {
+    fn matches(&self, principal: &Principal) -> bool {
+        match (self, principal) {
+            (Selector::Any, _) => true,
+            (Selector::Named(name), Principal::Reserved { module_id }) => name == module_id,
+            (Selector::Named(_), _) => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub from: Selector,
+    pub to: Selector,
+    allow: u8,
+}
+
+impl Grant {
+    pub fn new(from: Selector, to: Selector, actions: &[Action]) -> Self {
+        let allow = actions.iter().fold(0, |bits, action| bits | action.bit());
+        Grant { from, to, allow }
+    }
+}
+
+/// A named principal and the digest of its token.
+#[derive(Debug)]
+struct Named {
+    token_digest: [u8; 32],
+    principal: Arc<PrincipalRef>,
+}
+
+/// What a token authenticates as.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub principal: Arc<PrincipalRef>,
+    /// Kept so a reload can tell whether the token still maps to this principal.
+    pub token_digest: Option<[u8; 32]>,
+}
+
+#[derive(Debug)]
+pub struct Policy {
+    direct_token_digest: [u8; 32],
+    direct: Arc<PrincipalRef>,
+    unverified: Option<Arc<PrincipalRef>>,
+    named: Vec<Named>,
+    grants: Vec<Grant>,
+    allowed_origins: Vec<String>,
+}
+
+pub fn token_digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Policy {
+    /// `named` holds `(module_id, token)` pairs.
+    pub fn new(
+        direct_token: &str,
+        named: Vec<(String, String)>,
+        grants: Vec<Grant>,
+        allow_unverified: bool,
+        allowed_origins: Vec<String>,
+    ) -> Self {
+        Policy {
+            direct_token_digest: token_digest(direct_token),
+            direct: PrincipalRef::new(Principal::Direct),
+            unverified: allow_unverified.then(|| PrincipalRef::new(Principal::Unverified)),
+            named: named
+                .into_iter()
+                .map(|(name, token)| Named {
+                    token_digest: token_digest(&token),
+                    principal: PrincipalRef::new(Principal::reserved(name)),
+                })
+                .collect(),
+            grants,
+            allowed_origins,
+        }
+    }
+
+    /// Maps a presented token (or none) to a principal.
+    ///
+    /// Every stored digest is compared, in constant time, whatever matches
+    /// first, so timing says nothing about which token was close.
+    pub fn authenticate(&self, token: Option<&str>) -> Option<Authenticated> {
+        let Some(token) = token else {
+            return self.unverified.clone().map(|principal| Authenticated {
+                principal,
+                token_digest: None,
+            });
+        };
+        let digest = token_digest(token);
+        self.principal_for_digest(&digest)
+            .map(|principal| Authenticated {
+                principal,
+                token_digest: Some(digest),
+            })
+    }
+
+    /// The principal a token digest maps to under this policy, if any.
+    pub fn principal_for_digest(&self, digest: &[u8; 32]) -> Option<Arc<PrincipalRef>> {
+        let mut found = None;
+        if bool::from(self.direct_token_digest.ct_eq(digest)) {
+            found = Some(&self.direct);
+        }
+        for named in &self.named {
+            if bool::from(named.token_digest.ct_eq(digest)) {
+                found = Some(&named.principal);
+            }
+        }
+        found.cloned()
+    }
+
+    /// Whether connections without a token are served (as `unverified`).
+    pub fn allows_unverified(&self) -> bool {
+        self.unverified.is_some()
+    }
+
+    /// Whether `caller` may perform `action` on a service owned by `owner`.
+    ///
+    /// `direct` may act on everything; a reserved principal on its own
+    /// principal's services; anything else needs a grant. (A connection acting
+    /// on its own services is decided by the caller of this function, which
+    /// knows connections.)
+    pub fn allows(&self, caller: &Principal, owner: &Principal, action: Action) -> bool {
+        match (caller, owner) {
+            (Principal::Direct, _) => true,
+            (Principal::Reserved { module_id: a }, Principal::Reserved { module_id: b })
+                if a == b =>
+            {
+                true
+            }
+            _ => self.grants.iter().any(|grant| {
+                grant.allow & action.bit() != 0
+                    && grant.from.matches(caller)
+                    && grant.to.matches(owner)
+            }),
+        }
+    }
+
+    /// Whether a WebSocket upgrade carrying this `Origin` is accepted.
+    pub fn origin_allowed(&self, origin: &str) -> bool {
+        self.allowed_origins.iter().any(|allowed| allowed == origin)
+    }
+
+    pub fn principal_count(&self) -> usize {
+        self.named.len()
+    }
+
+    pub fn grant_count(&self) -> usize {
+        self.grants.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> Policy {
+        Policy::new(
+            "direct-token",
+            vec![
+                ("explorer".into(), "explorer-token".into()),
+                ("git".into(), "git-token".into()),
+                ("other".into(), "other-token".into()),
+            ],
+            vec![Grant::new(
+                Selector::Named("explorer".into()),
+                Selector::Named("git".into()),
+                &[Action::Discover, Action::Request],
+            )],
+            false,
+            vec!["http://localhost:3000".into()],
+        )
+    }
+
+    #[test]
+    fn tokens_map_to_principals() {
+        let policy = policy();
+        let direct = policy.authenticate(Some("direct-token")).unwrap();
+        assert_eq!(direct.principal.principal, Principal::Direct);
+        let git = policy.authenticate(Some("git-token")).unwrap();
+        assert_eq!(git.principal.principal, Principal::reserved("git"));
+        assert_eq!(
+            git.principal.json.as_ref(),
+            r#"{"kind":"reserved","module_id":"git"}"#
+        );
+        assert!(policy.authenticate(Some("nope")).is_none());
+        assert!(policy.authenticate(None).is_none());
+    }
+
+    #[test]
+    fn grants_are_per_action_and_direction() {
+        let policy = policy();
+        let explorer = Principal::reserved("explorer");
+        let git = Principal::reserved("git");
+        assert!(policy.allows(&explorer, &git, Action::Discover));
+        assert!(policy.allows(&explorer, &git, Action::Request));
+        assert!(!policy.allows(&explorer, &git, Action::Notify));
+        assert!(!policy.allows(&git, &explorer, Action::Discover));
+        assert!(policy.allows(&git, &git, Action::Notify));
+        assert!(policy.allows(&Principal::Direct, &git, Action::Notify));
+        assert!(!policy.allows(&git, &Principal::Direct, Action::Discover));
+    }
+
+    #[test]
+    fn star_matches_every_principal() {
+        let policy = Policy::new(
+            "t",
+            vec![],
+            vec![Grant::new(Selector::Any, Selector::Any, &[Action::Notify])],
+            true,
+            vec![],
+        );
+        assert!(policy.allows(&Principal::Unverified, &Principal::Direct, Action::Notify));
+        assert!(!policy.allows(&Principal::Unverified, &Principal::Direct, Action::Request));
+        let anonymous = policy.authenticate(None).unwrap();
+        assert_eq!(anonymous.principal.principal, Principal::Unverified);
+    }
+
+    #[test]
+    fn origins_are_matched_exactly() {
+        let policy = policy();
+        assert!(policy.origin_allowed("http://localhost:3000"));
+        assert!(!policy.origin_allowed("null"));
+        assert!(!policy.origin_allowed("http://localhost:3000/"));
+    }
+}

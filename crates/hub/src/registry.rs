@@ -1,0 +1,443 @@
+//! The service registry and the catalog channel, under one lock.
+//!
+//! Invariants:
+//! - `serverSeq` is incremented only under the catalog write lock, and every
+//!   action is pushed to subscribers' queues before that lock is released.
+//!   A subscribe builds its snapshot and pushes its response under the same
+//!   lock, so the response precedes every action with a higher `serverSeq`
+//!   on that connection and no change can fall between snapshot and stream.
+//! - The policy is swapped only under the write lock, so the visibility that
+//!   decided an `added` is the one that decides the matching `removed`.
+//! - A service's `gone` flag is set under the write lock, before its removal
+//!   is published; routing re-checks it where it orders messages (see
+//!   `router.rs`), so nothing is delivered to a service after it is removed.
+//! - No `await` happens under the lock; pushing to a queue never blocks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::RwLock;
+use serde_json::value::RawValue;
+use switchboard_protocol::error::GoneReason;
+use switchboard_protocol::jsonrpc::ErrorObject;
+use switchboard_protocol::limits::names;
+
+use crate::conn::{Conn, Identity};
+use crate::ids::{self, ConnId};
+use crate::outbound::{Class, Pushed};
+use crate::policy::{Action, Policy, PrincipalRef};
+use crate::reply;
+use crate::wire;
+
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// What routing needs of a service. Immutable but for the two atomics.
+pub struct ServiceRoute {
+    pub id: Box<str>,
+    /// The id as a JSON string, spliced into routed messages.
+    pub id_json: Box<str>,
+    pub owner: Arc<Conn>,
+    pub owner_principal: Arc<PrincipalRef>,
+    /// Pending requests; changed only under `owner.pending`'s lock.
+    pub in_flight: AtomicU64,
+    gone: AtomicU8,
+}
+
+const LIVE: u8 = 0;
+const UNREGISTERED: u8 = 1;
+const DISCONNECTED: u8 = 2;
+
+impl ServiceRoute {
+    pub fn gone(&self) -> Option<GoneReason> {
+        match self.gone.load(Ordering::Acquire) {
+            UNREGISTERED => Some(GoneReason::Unregistered),
+            DISCONNECTED => Some(GoneReason::Disconnected),
+            _ => None,
+        }
+    }
+
+    fn set_gone(&self, reason: GoneReason) {
+        let value = match reason {
+            GoneReason::Unregistered => UNREGISTERED,
+            GoneReason::Disconnected => DISCONNECTED,
+        };
+        self.gone.store(value, Ordering::Release);
+    }
+}
+
+/// A service as the catalog lists it.
+struct Listed {
+    route: Arc<ServiceRoute>,
+    /// The full `Service` object, encoded once per registration or update.
+    json: Box<str>,
+    /// Registration order, so snapshots list services oldest first.
+    order: u64,
+}
+
+#[derive(Default)]
+struct Catalog {
+    services: FastMap<Box<str>, Listed>,
+    owned: FastMap<ConnId, Vec<Arc<ServiceRoute>>>,
+    subscribers: FastMap<ConnId, Arc<Conn>>,
+    seq: u64,
+    registrations: u64,
+}
+
+pub struct Registry {
+    catalog: RwLock<Catalog>,
+    policy: ArcSwap<Policy>,
+    /// Mirror of the catalog's `serverSeq` for readers that need no lock.
+    seq: AtomicU64,
+}
+
+/// Whether `viewer` may discover `route` under `policy`.
+fn visible(policy: &Policy, viewer: &Conn, route: &ServiceRoute) -> bool {
+    if viewer.id == route.owner.id {
+        return true;
+    }
+    viewer.identity().is_some_and(|identity| {
+        policy.allows(
+            &identity.principal.principal,
+            &route.owner_principal.principal,
+            Action::Discover,
+        )
+    })
+}
+
+fn service_json(id: &str, owner: &Identity, metadata: &RawValue) -> Box<str> {
+    let mut buf = Vec::with_capacity(128 + metadata.get().len());
+    buf.extend_from_slice(b"{\"serviceId\":");
+    wire::json_string(&mut buf, id);
+    buf.extend_from_slice(b",\"clientId\":");
+    wire::json_string(&mut buf, &owner.client_id);
+    buf.extend_from_slice(b",\"principal\":");
+    buf.extend_from_slice(owner.principal.json.as_bytes());
+    buf.extend_from_slice(b",\"metadata\":");
+    buf.extend_from_slice(metadata.get().as_bytes());
+    buf.push(b'}');
+    into_text(buf)
+}
+
+fn into_text(buf: Vec<u8>) -> Box<str> {
+    String::from_utf8(buf)
+        .expect("JSON assembled from JSON text is UTF-8")
+        .into_boxed_str()
+}
+
+fn added_action(service_json: &str) -> Box<str> {
+    let mut buf = Vec::with_capacity(48 + service_json.len());
+    buf.extend_from_slice(b"{\"type\":\"clientServices/added\",\"service\":");
+    buf.extend_from_slice(service_json.as_bytes());
+    buf.push(b'}');
+    into_text(buf)
+}
+
+fn removed_action(id: &str, reason: &str) -> Box<str> {
+    let mut buf = Vec::with_capacity(96 + id.len());
+    buf.extend_from_slice(b"{\"type\":\"clientServices/removed\",\"serviceId\":");
+    wire::json_string(&mut buf, id);
+    buf.extend_from_slice(b",\"reason\":\"");
+    buf.extend_from_slice(reason.as_bytes());
+    buf.extend_from_slice(b"\"}");
+    into_text(buf)
+}
+
+fn updated_action(id: &str, metadata: &RawValue) -> Box<str> {
+    let mut buf = Vec::with_capacity(96 + id.len() + metadata.get().len());
+    buf.extend_from_slice(b"{\"type\":\"clientServices/updated\",\"serviceId\":");
+    wire::json_string(&mut buf, id);
+    buf.extend_from_slice(b",\"metadata\":");
+    buf.extend_from_slice(metadata.get().as_bytes());
+    buf.push(b'}');
+    into_text(buf)
+}
+
+fn gone_label(reason: GoneReason) -> &'static str {
+    match reason {
+        GoneReason::Unregistered => "unregistered",
+        GoneReason::Disconnected => "disconnected",
+    }
+}
+
+impl Catalog {
+    /// Stamps the next `serverSeq` on an action and queues it for every
+    /// subscriber that may see `route`.
+    fn publish(
+        &mut self,
+        seq_mirror: &AtomicU64,
+        policy: &Policy,
+        route: &ServiceRoute,
+        action: &str,
+    ) {
+        self.seq += 1;
+        seq_mirror.store(self.seq, Ordering::Release);
+        let seq = self.seq;
+        for subscriber in self.subscribers.values() {
+            if visible(policy, subscriber, route) {
+                send_action(subscriber, seq, action);
+            }
+        }
+    }
+}
+
+fn send_action(subscriber: &Conn, seq: u64, action: &str) {
+    // Essential: an action is never shed. A subscriber too slow to take it
+    // passes slowConsumerBytes and is disconnected by the queue itself.
+    let _: Pushed = subscriber
+        .out
+        .push(Class::Essential, |buf| wire::action(buf, seq, action));
+}
+
+impl Registry {
+    pub fn new(policy: Arc<Policy>) -> Self {
+        Registry {
+            catalog: RwLock::new(Catalog::default()),
+            policy: ArcSwap::new(policy),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn policy(&self) -> arc_swap::Guard<Arc<Policy>> {
+        self.policy.load()
+    }
+
+    pub fn server_seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// The route of a live service (the hot path: one read lock, one lookup).
+    pub fn route(&self, service_id: &str) -> Option<Arc<ServiceRoute>> {
+        self.catalog
+            .read()
+            .services
+            .get(service_id)
+            .map(|listed| listed.route.clone())
+    }
+
+    /// Whether `caller` may perform `action` on `route`. A connection may
+    /// always act on its own services.
+    pub fn authorize(
+        &self,
+        caller: &Conn,
+        identity: &Identity,
+        route: &ServiceRoute,
+        action: Action,
+    ) -> bool {
+        caller.id == route.owner.id
+            || self.policy.load().allows(
+                &identity.principal.principal,
+                &route.owner_principal.principal,
+                action,
+            )
+    }
+
+    pub fn register(
+        &self,
+        owner: &Arc<Conn>,
+        identity: &Identity,
+        metadata: &RawValue,
+        max_services: u64,
+    ) -> Result<Box<str>, ErrorObject> {
+        let mut catalog = self.catalog.write();
+        let owned = catalog.owned.get(&owner.id).map_or(0, Vec::len);
+        if owned as u64 >= max_services {
+            return Err(reply::limit(
+                names::MAX_SERVICES_PER_CLIENT,
+                max_services,
+                format!("this connection already has {owned} services; at most {max_services} are allowed"),
+            ));
+        }
+        let id = loop {
+            let id = ids::mint("svc-");
+            if !catalog.services.contains_key(id.as_str()) {
+                break id.into_boxed_str();
+            }
+        };
+        let mut id_json = Vec::with_capacity(id.len() + 2);
+        wire::json_string(&mut id_json, &id);
+        let route = Arc::new(ServiceRoute {
+            id: id.clone(),
+            id_json: into_text(id_json),
+            owner: owner.clone(),
+            owner_principal: identity.principal.clone(),
+            in_flight: AtomicU64::new(0),
+            gone: AtomicU8::new(LIVE),
+        });
+        let json = service_json(&id, identity, metadata);
+        let action = added_action(&json);
+        catalog.registrations += 1;
+        let order = catalog.registrations;
+        catalog.services.insert(
+            id.clone(),
+            Listed {
+                route: route.clone(),
+                json,
+                order,
+            },
+        );
+        catalog
+            .owned
+            .entry(owner.id)
+            .or_default()
+            .push(route.clone());
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        Ok(id)
+    }
+
+    /// Finds a service `owner` owns, or the error the spec gives for one it
+    /// does not: `-32009` if it can see it, `-32008` if not.
+    fn owned_by<'c>(
+        &self,
+        catalog: &'c Catalog,
+        owner: &Conn,
+        service_id: &str,
+        what: &str,
+    ) -> Result<&'c Listed, ErrorObject> {
+        let listed = catalog
+            .services
+            .get(service_id)
+            .ok_or_else(|| reply::unknown_service(service_id))?;
+        if listed.route.owner.id == owner.id {
+            return Ok(listed);
+        }
+        if visible(&self.policy.load(), owner, &listed.route) {
+            Err(reply::permission_denied(format!(
+                "only the connection that registered service {service_id:?} may {what} it"
+            )))
+        } else {
+            Err(reply::unknown_service(service_id))
+        }
+    }
+
+    /// Removes a service its owner unregisters; returns its route so pending
+    /// requests can be failed.
+    pub fn unregister(
+        &self,
+        owner: &Conn,
+        service_id: &str,
+    ) -> Result<Arc<ServiceRoute>, ErrorObject> {
+        let mut catalog = self.catalog.write();
+        let route = self
+            .owned_by(&catalog, owner, service_id, "unregister")?
+            .route
+            .clone();
+        catalog.services.remove(service_id);
+        if let Some(owned) = catalog.owned.get_mut(&owner.id) {
+            owned.retain(|r| !Arc::ptr_eq(r, &route));
+        }
+        route.set_gone(GoneReason::Unregistered);
+        let action = removed_action(&route.id, gone_label(GoneReason::Unregistered));
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        Ok(route)
+    }
+
+    pub fn update(
+        &self,
+        owner: &Conn,
+        identity: &Identity,
+        service_id: &str,
+        metadata: &RawValue,
+    ) -> Result<(), ErrorObject> {
+        let mut catalog = self.catalog.write();
+        let route = self
+            .owned_by(&catalog, owner, service_id, "update")?
+            .route
+            .clone();
+        let json = service_json(service_id, identity, metadata);
+        if let Some(listed) = catalog.services.get_mut(service_id) {
+            listed.json = json;
+        }
+        let action = updated_action(service_id, metadata);
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        Ok(())
+    }
+
+    /// Removes everything of a connection that left: its subscription and
+    /// its services (published as `removed`/`disconnected`).
+    pub fn remove_connection(&self, conn: &Conn) -> Vec<Arc<ServiceRoute>> {
+        let mut catalog = self.catalog.write();
+        catalog.subscribers.remove(&conn.id);
+        let routes = catalog.owned.remove(&conn.id).unwrap_or_default();
+        let policy = self.policy.load();
+        for route in &routes {
+            catalog.services.remove(&route.id);
+            route.set_gone(GoneReason::Disconnected);
+            let action = removed_action(&route.id, gone_label(GoneReason::Disconnected));
+            catalog.publish(&self.seq, &policy, route, &action);
+        }
+        routes
+    }
+
+    /// Subscribes `conn` to the catalog. `respond` receives the snapshot
+    /// (`{resource, state, fromSeq}` as JSON) and its `fromSeq`, and must
+    /// queue the response;
+    /// it runs under the catalog lock, which is what orders it before every
+    /// later action.
+    pub fn subscribe(&self, conn: &Arc<Conn>, respond: impl FnOnce(&str, u64)) {
+        let mut catalog = self.catalog.write();
+        let policy = self.policy.load();
+        let mut visible_services: Vec<&Listed> = catalog
+            .services
+            .values()
+            .filter(|listed| visible(&policy, conn, &listed.route))
+            .collect();
+        visible_services.sort_unstable_by_key(|listed| listed.order);
+        let size: usize = visible_services.iter().map(|l| l.json.len() + 1).sum();
+        let mut snapshot = Vec::with_capacity(size + 128);
+        snapshot.extend_from_slice(
+            b"{\"resource\":\"ahp-client-services://\",\"state\":{\"services\":[",
+        );
+        for (index, listed) in visible_services.iter().enumerate() {
+            if index > 0 {
+                snapshot.push(b',');
+            }
+            snapshot.extend_from_slice(listed.json.as_bytes());
+        }
+        snapshot.extend_from_slice(b"]},\"fromSeq\":");
+        snapshot.extend_from_slice(itoa::Buffer::new().format(catalog.seq).as_bytes());
+        snapshot.push(b'}');
+        respond(&into_text(snapshot), catalog.seq);
+        catalog.subscribers.insert(conn.id, conn.clone());
+    }
+
+    pub fn unsubscribe(&self, conn: &Conn) {
+        self.catalog.write().subscribers.remove(&conn.id);
+    }
+
+    /// Swaps in a new policy and tells each subscriber about every service
+    /// that became visible (`added`) or invisible (`removed`/`hidden`) to it.
+    pub fn replace_policy(&self, policy: Arc<Policy>) {
+        let mut catalog = self.catalog.write();
+        let old = self.policy.swap(policy.clone());
+        let catalog = &mut *catalog;
+        let mut services: Vec<&Listed> = catalog.services.values().collect();
+        services.sort_unstable_by_key(|listed| listed.order);
+        for subscriber in catalog.subscribers.values() {
+            for listed in &services {
+                let before = visible(&old, subscriber, &listed.route);
+                let after = visible(&policy, subscriber, &listed.route);
+                if before == after {
+                    continue;
+                }
+                catalog.seq += 1;
+                let action = if after {
+                    added_action(&listed.json)
+                } else {
+                    removed_action(&listed.route.id, "hidden")
+                };
+                send_action(subscriber, catalog.seq, &action);
+            }
+        }
+        self.seq.store(catalog.seq, Ordering::Release);
+    }
+
+    pub fn service_count(&self) -> usize {
+        self.catalog.read().services.len()
+    }
+
+    pub fn subscriber_count(&self) -> usize {
+        self.catalog.read().subscribers.len()
+    }
+}

@@ -1,0 +1,163 @@
+//! Starting and stopping a hub: directory, listeners, background tasks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_protocol::hub::ReloadResult;
+use tokio::net::TcpListener;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{Config, ConfigError};
+use crate::dir::{DirError, HubDir, HubInfo};
+use crate::ids;
+use crate::router;
+use crate::state::HubState;
+use crate::transport::{unix, ws};
+
+/// How long shutdown waits for connections to flush and close.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub struct HubOptions {
+    /// The hub directory (see `dir::resolve`).
+    pub dir: PathBuf,
+    /// Where the WebSocket (and metrics) listener binds; `None` disables it.
+    pub ws: Option<SocketAddr>,
+    /// The TOML config file, if any.
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Dir(#[from] DirError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot listen on {what} {address}: {source}")]
+    Listen {
+        what: &'static str,
+        address: String,
+        source: std::io::Error,
+    },
+}
+
+/// A running hub. Dropping it without [`Hub::shutdown`] still removes
+/// `hub.json` and the socket, but does not let connections flush.
+pub struct Hub {
+    state: Arc<HubState>,
+    dir: HubDir,
+    info: HubInfo,
+    tasks: TaskTracker,
+}
+
+impl Hub {
+    /// Takes the directory, reads the config, binds both listeners, starts
+    /// serving and finally writes `hub.json` (so its presence means "ready").
+    pub async fn start(options: HubOptions) -> Result<Hub, StartError> {
+        let mut dir = HubDir::acquire(options.dir)?;
+        let config = match &options.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        let token = ids::mint_token();
+        let state = Arc::new(HubState::new(
+            &config,
+            options.config.clone(),
+            token.clone(),
+        ));
+
+        let socket = dir.socket_path();
+        let unix_listener = unix::bind(&socket).map_err(|source| StartError::Listen {
+            what: "Unix socket",
+            address: socket.display().to_string(),
+            source,
+        })?;
+        let ws_listener = match options.ws {
+            Some(address) => {
+                Some(
+                    TcpListener::bind(address)
+                        .await
+                        .map_err(|source| StartError::Listen {
+                            what: "WebSocket address",
+                            address: address.to_string(),
+                            source,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let ws_url = match &ws_listener {
+            Some(listener) => {
+                let address = listener.local_addr().map_err(|source| StartError::Listen {
+                    what: "WebSocket address",
+                    address: "(bound)".into(),
+                    source,
+                })?;
+                Some(format!("ws://{address}/"))
+            }
+            None => None,
+        };
+
+        let tasks = TaskTracker::new();
+        tasks.spawn(unix::accept_loop(
+            state.clone(),
+            unix_listener,
+            tasks.clone(),
+        ));
+        if let Some(listener) = ws_listener {
+            tasks.spawn(ws::accept_loop(state.clone(), listener, tasks.clone()));
+        }
+        tasks.spawn(router::run_timers(state.clone()));
+
+        let info = HubInfo {
+            version: 1,
+            pid: std::process::id(),
+            socket,
+            ws: ws_url,
+            token,
+        };
+        dir.write_info(&info)?;
+        tracing::info!(
+            dir = %dir.path().display(),
+            ws = info.ws.as_deref().unwrap_or("off"),
+            "hub ready"
+        );
+        Ok(Hub {
+            state,
+            dir,
+            info,
+            tasks,
+        })
+    }
+
+    /// What `hub.json` says about this hub.
+    pub fn info(&self) -> &HubInfo {
+        &self.info
+    }
+
+    pub fn state(&self) -> &Arc<HubState> {
+        &self.state
+    }
+
+    /// Re-reads the config file (SIGHUP, `switchboard reload`).
+    pub fn reload(&self) -> Result<ReloadResult, ConfigError> {
+        self.state.reload()
+    }
+
+    /// Clean shutdown: stop accepting, fail pending requests with -32052,
+    /// let connections flush (bounded), remove `hub.json` and the socket.
+    pub async fn shutdown(mut self) {
+        tracing::info!("shutting down");
+        self.state.begin_shutdown();
+        self.tasks.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("some connections did not close within the grace period");
+        }
+        self.dir.clean_up();
+    }
+}

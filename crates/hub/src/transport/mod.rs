@@ -1,0 +1,49 @@
+//! Listeners and the per-connection task, one module per transport.
+//!
+//! Every connection runs as one task that polls its reader and writer
+//! together ([`run`]). The reader decodes messages and hands each to the
+//! connection's `Session`; the writer drains the connection's `Outbound`.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::conn::Conn;
+use crate::state::HubState;
+
+pub mod http;
+pub mod unix;
+pub mod ws;
+
+/// How long a closing connection may take to flush what is queued for it.
+pub const FLUSH_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one connection to its end: read until EOF, error or a stop signal;
+/// tear down (services, pending requests, subscription); give the writer at
+/// most [`FLUSH_GRACE`] to flush; forget the connection.
+pub async fn run(
+    hub: Arc<HubState>,
+    conn: Arc<Conn>,
+    read: impl Future<Output = ()>,
+    write: impl Future<Output = ()>,
+) {
+    let reader = async {
+        read.await;
+        hub.disconnect(&conn);
+    };
+    let mut reader = pin!(reader);
+    let mut writer = pin!(write);
+    tokio::select! {
+        () = &mut reader => {
+            let _ = tokio::time::timeout(FLUSH_GRACE, &mut writer).await;
+        }
+        () = &mut writer => {
+            // The writer ends first only when the connection is aborted or
+            // its socket failed; both stop the reader promptly.
+            conn.out.abort();
+            reader.await;
+        }
+    }
+    hub.release(&conn);
+}

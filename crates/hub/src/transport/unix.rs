@@ -1,0 +1,198 @@
+//! The Unix socket: one JSON-RPC message per line.
+//!
+//! Reads go into a per-thread 64 KiB buffer and complete lines are handled
+//! straight from it, so an idle connection holds no read buffer at all; only
+//! a line split across reads is copied, into the connection's own `partial`.
+//! Writes take the whole outbound queue at once.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio_util::task::TaskTracker;
+
+use crate::conn::{Conn, Transport};
+use crate::dispatch::{Flow, Session};
+use crate::outbound::Batch;
+use crate::state::HubState;
+use crate::transport;
+use crate::wire;
+
+const READ_CHUNK: usize = 64 * 1024;
+/// A split line's buffer above this size is freed once the line is handled.
+const KEEP_PARTIAL: usize = 64 * 1024;
+
+thread_local! {
+    static READ_BUF: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_CHUNK].into_boxed_slice());
+}
+
+/// Binds the socket (mode 0600: the directory is 0700 already; this is belt
+/// and braces for a directory someone loosened).
+pub fn bind(path: &Path) -> io::Result<UnixListener> {
+    let listener = UnixListener::bind(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(listener)
+}
+
+/// Accepts until shutdown begins; each connection gets its own task.
+pub async fn accept_loop(hub: Arc<HubState>, listener: UnixListener, tasks: TaskTracker) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = hub.stopping() => return,
+        };
+        match accepted {
+            Ok((stream, _)) => match hub.admit(Transport::Unix) {
+                Ok(conn) => {
+                    tasks.spawn(serve(hub.clone(), conn, stream));
+                }
+                Err(refused) => {
+                    tasks.spawn(refuse(stream, refused.max));
+                }
+            },
+            Err(error) => {
+                // Out of descriptors or similar: back off instead of spinning.
+                tracing::warn!(%error, "accept failed on the Unix socket");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Tells a connection over `maxConnections` why, then closes it.
+async fn refuse(mut stream: UnixStream, max: u64) {
+    let error = crate::reply::limit(
+        switchboard_protocol::limits::names::MAX_CONNECTIONS,
+        max,
+        format!("the hub already serves {max} connections (maxConnections)"),
+    );
+    let mut buf = Vec::new();
+    wire::error(&mut buf, None, &error);
+    let _ = tokio::time::timeout(transport::FLUSH_GRACE, async {
+        let _ = stream.write_all(&buf).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, stream: UnixStream) {
+    let (read_half, write_half) = stream.into_split();
+    let session = Session::new(hub.clone(), conn.clone(), None);
+    let read = read_lines(session, read_half);
+    let write = write_batches(conn.clone(), write_half);
+    transport::run(hub, conn, read, write).await;
+}
+
+async fn read_lines(mut session: Session, socket: OwnedReadHalf) {
+    let max = usize::try_from(session.hub().limits.max_message_bytes).unwrap_or(usize::MAX);
+    let conn = session.conn().clone();
+    let mut partial: Vec<u8> = Vec::new();
+    loop {
+        tokio::select! {
+            biased;
+            () = conn.out.reader_stopped() => return,
+            readable = socket.readable() => if readable.is_err() { return },
+        }
+        let flow = READ_BUF
+            .with_borrow_mut(|buf| read_ready(&socket, buf, &mut partial, &mut session, max));
+        if flow == Flow::Close {
+            return;
+        }
+        // try_read does not count against tokio's budget; yield now and then
+        // so one busy sender cannot hold a worker thread.
+        tokio::task::consume_budget().await;
+    }
+}
+
+/// Reads what the socket has (a bounded number of chunks) and handles every
+/// complete line.
+fn read_ready(
+    socket: &OwnedReadHalf,
+    buf: &mut [u8],
+    partial: &mut Vec<u8>,
+    session: &mut Session,
+    max: usize,
+) -> Flow {
+    for _ in 0..16 {
+        match socket.try_read(buf) {
+            Ok(0) => {
+                // EOF. A last message without its newline still counts.
+                if !partial.is_empty() {
+                    let _ = session.on_message(partial);
+                }
+                return Flow::Close;
+            }
+            Ok(n) => {
+                if split_lines(&buf[..n], partial, session, max) == Flow::Close {
+                    return Flow::Close;
+                }
+            }
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Flow::Continue,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Flow::Close,
+        }
+    }
+    Flow::Continue
+}
+
+/// Frames `chunk` into lines, handling each complete one; keeps the tail.
+fn split_lines(chunk: &[u8], partial: &mut Vec<u8>, session: &mut Session, max: usize) -> Flow {
+    let mut rest = chunk;
+    while let Some(end) = memchr::memchr(b'\n', rest) {
+        let line = &rest[..end];
+        rest = &rest[end + 1..];
+        let flow = if partial.is_empty() {
+            if line.len() > max {
+                return session.too_large(Some(line.len()));
+            }
+            session.on_message(line)
+        } else {
+            let size = partial.len() + line.len();
+            if size > max {
+                return session.too_large(Some(size));
+            }
+            partial.extend_from_slice(line);
+            let flow = session.on_message(partial);
+            partial.clear();
+            if partial.capacity() > KEEP_PARTIAL {
+                *partial = Vec::new();
+            }
+            flow
+        };
+        if flow == Flow::Close {
+            return Flow::Close;
+        }
+    }
+    if !rest.is_empty() {
+        if partial.len() + rest.len() > max {
+            return session.too_large(None);
+        }
+        partial.extend_from_slice(rest);
+    }
+    Flow::Continue
+}
+
+async fn write_batches(conn: Arc<Conn>, mut socket: OwnedWriteHalf) {
+    let mut batch = Vec::new();
+    loop {
+        match conn.out.next_batch(&mut batch).await {
+            Batch::Done => break,
+            Batch::Write => {}
+        }
+        let written = tokio::select! {
+            written = socket.write_all(&batch) => written,
+            () = conn.out.aborted() => return,
+        };
+        if written.is_err() {
+            conn.out.abort();
+            return;
+        }
+        conn.out.written(&mut batch);
+    }
+    let _ = socket.shutdown().await;
+}

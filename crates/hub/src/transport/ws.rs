@@ -1,0 +1,250 @@
+//! The WebSocket listener: one JSON-RPC message per text frame, plus
+//! `GET /metrics` and `GET /healthz` on the same port.
+//!
+//! Browser defences, before anything else is read: an `Origin` header not in
+//! the allow-list gets 403 (web pages always send one; other clients do
+//! not), and on a loopback listener a `Host` that is not a loopback name gets
+//! 403 too (DNS rebinding). No response carries CORS headers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+use tokio_tungstenite::WebSocketStream;
+use tokio_util::task::TaskTracker;
+
+use crate::conn::{Conn, Transport};
+use crate::dispatch::{Bearer, Flow, Session};
+use crate::outbound::Batch;
+use crate::state::HubState;
+use crate::transport::{self, http};
+
+type Socket = WebSocketStream<TcpStream>;
+
+/// Accepts until shutdown begins; each connection gets its own task.
+pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = hub.stopping() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                tasks.spawn(handle(hub.clone(), stream, peer, loopback));
+            }
+            Err(error) => {
+                tracing::warn!(%error, "accept failed on the WebSocket listener");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+async fn handle(hub: Arc<HubState>, mut stream: TcpStream, peer: SocketAddr, loopback: bool) {
+    let head = match tokio::time::timeout(http::HEAD_TIMEOUT, http::read_head(&mut stream)).await {
+        Ok(Ok(Some(head))) => head,
+        _ => return,
+    };
+    if loopback && !head.header("host").is_some_and(http::is_loopback_host) {
+        tracing::info!(%peer, host = head.header("host").unwrap_or(""), "refused a request for a non-loopback Host");
+        return http::text(
+            &mut stream,
+            403,
+            "Forbidden",
+            "Host is not a loopback name\n",
+        )
+        .await;
+    }
+    if let Some(origin) = head.header("origin") {
+        if !hub.registry.policy().origin_allowed(origin) {
+            tracing::info!(%peer, origin, "refused a request from a web origin that is not allowed");
+            return http::text(&mut stream, 403, "Forbidden", "Origin not allowed\n").await;
+        }
+    }
+    let path = head.path.split('?').next().unwrap_or_default();
+    if head.header_has_token("upgrade", "websocket") {
+        if head.method != "GET" || path != "/" {
+            return http::text(
+                &mut stream,
+                404,
+                "Not Found",
+                "the WebSocket endpoint is /\n",
+            )
+            .await;
+        }
+        return upgrade(hub, stream, head).await;
+    }
+    match (head.method.as_str(), path) {
+        ("GET", "/healthz") if !hub.is_stopping() => {
+            http::text(&mut stream, 200, "OK", "ok\n").await
+        }
+        ("GET", "/healthz") => {
+            http::text(&mut stream, 503, "Service Unavailable", "shutting down\n").await
+        }
+        ("GET", "/metrics") => {
+            let body = hub.metrics_text();
+            http::respond(
+                &mut stream,
+                200,
+                "OK",
+                "text/plain; version=0.0.4; charset=utf-8",
+                "",
+                body.as_bytes(),
+            )
+            .await
+        }
+        ("GET", _) => http::text(&mut stream, 404, "Not Found", "not found\n").await,
+        _ => {
+            http::respond(
+                &mut stream,
+                405,
+                "Method Not Allowed",
+                "text/plain",
+                "Allow: GET\r\n",
+                b"",
+            )
+            .await
+        }
+    }
+}
+
+async fn upgrade(hub: Arc<HubState>, mut stream: TcpStream, head: http::Head) {
+    let Some(key) = head
+        .header("sec-websocket-key")
+        .filter(|_| head.header("sec-websocket-version") == Some("13"))
+    else {
+        return http::respond(
+            &mut stream,
+            426,
+            "Upgrade Required",
+            "text/plain",
+            "Sec-WebSocket-Version: 13\r\n",
+            b"a WebSocket version 13 handshake is required\n",
+        )
+        .await;
+    };
+    let bearer = head.header("authorization").map(|value| {
+        let token = value
+            .strip_prefix("Bearer ")
+            .or_else(|| value.strip_prefix("bearer "))
+            .map(str::trim);
+        match token.and_then(|t| hub.registry.policy().authenticate(Some(t))) {
+            Some(authenticated) => Bearer::Valid(authenticated),
+            None => Bearer::Invalid,
+        }
+    });
+    let conn = match hub.admit(Transport::WebSocket) {
+        Ok(conn) => conn,
+        Err(refused) => {
+            let body = format!(
+                "the hub already serves {} connections (maxConnections)\n",
+                refused.max
+            );
+            return http::text(&mut stream, 503, "Service Unavailable", &body).await;
+        }
+    };
+    let accept = derive_accept_key(key.as_bytes());
+    let response = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+    );
+    if tokio::io::AsyncWriteExt::write_all(&mut stream, response.as_bytes())
+        .await
+        .is_err()
+    {
+        hub.disconnect(&conn);
+        hub.release(&conn);
+        return;
+    }
+    let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
+    let config = WebSocketConfig::default()
+        .read_buffer_size(16 * 1024)
+        .write_buffer_size(64 * 1024)
+        .max_message_size(Some(max))
+        .max_frame_size(Some(max));
+    let socket =
+        Socket::from_partially_read(stream, head.leftover, Role::Server, Some(config)).await;
+    let (sink, frames) = socket.split();
+    let session = Session::new(hub.clone(), conn.clone(), bearer);
+    let read = read_frames(session, frames);
+    let write = write_frames(conn.clone(), sink);
+    transport::run(hub, conn, read, write).await;
+}
+
+async fn read_frames(mut session: Session, mut frames: SplitStream<Socket>) {
+    let conn = session.conn().clone();
+    loop {
+        let frame = tokio::select! {
+            biased;
+            () = conn.out.reader_stopped() => return,
+            frame = frames.next() => frame,
+        };
+        let flow = match frame {
+            None | Some(Ok(Message::Close(_))) => Flow::Close,
+            Some(Ok(Message::Text(text))) => on_frame(&mut session, text.as_bytes()),
+            Some(Ok(Message::Binary(bytes))) => on_frame(&mut session, &bytes),
+            Some(Ok(_)) => Flow::Continue, // ping, pong: tungstenite answers pings
+            Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
+                session.too_large(Some(size))
+            }
+            Some(Err(_)) => Flow::Close,
+        };
+        if flow == Flow::Close {
+            return;
+        }
+    }
+}
+
+/// Outbound queues separate messages with `\n`, which JSON text only holds as
+/// whitespace; a frame that has some gets it replaced by spaces so its payload
+/// can be spliced into line-framed messages unchanged in meaning.
+fn on_frame(session: &mut Session, bytes: &[u8]) -> Flow {
+    if memchr::memchr(b'\n', bytes).is_none() {
+        return session.on_message(bytes);
+    }
+    let flattened: Vec<u8> = bytes
+        .iter()
+        .map(|&b| if b == b'\n' { b' ' } else { b })
+        .collect();
+    session.on_message(&flattened)
+}
+
+async fn write_frames(conn: Arc<Conn>, mut sink: SplitSink<Socket, Message>) {
+    let mut batch = Vec::new();
+    loop {
+        match conn.out.next_batch(&mut batch).await {
+            Batch::Done => break,
+            Batch::Write => {}
+        }
+        // One allocation per batch; each frame is a slice of it.
+        let shared = Bytes::copy_from_slice(&batch);
+        let send = async {
+            let mut start = 0;
+            for end in memchr::memchr_iter(b'\n', &shared) {
+                let text = Utf8Bytes::try_from(shared.slice(start..end))
+                    .map_err(|_| WsError::Utf8(String::from("outbound message is not UTF-8")))?;
+                sink.feed(Message::Text(text)).await?;
+                start = end + 1;
+            }
+            sink.flush().await
+        };
+        let sent = tokio::select! {
+            sent = send => sent,
+            () = conn.out.aborted() => return,
+        };
+        if sent.is_err() {
+            conn.out.abort();
+            return;
+        }
+        conn.out.written(&mut batch);
+    }
+    let _ = tokio::time::timeout(transport::FLUSH_GRACE, sink.close()).await;
+}
