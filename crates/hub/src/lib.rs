@@ -32,4 +32,4 @@ mod wire;
 pub use config::Config;
 pub use dir::HubInfo;
 pub use server::{Hub, HubOptions, StartError};
-pub use state::HubState;
+pub use state::{Bookkeeping, HubState};

@@ -41,6 +41,17 @@ pub struct HubState {
     stopping: CancellationToken,
 }
 
+/// Sizes of the request bookkeeping (see `pending.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bookkeeping {
+    /// Forwarded requests not yet answered (owner side).
+    pub pending: usize,
+    /// Caller-side index entries.
+    pub calls: usize,
+    /// Armed deadlines.
+    pub deadlines: usize,
+}
+
 /// Why a new connection was refused.
 #[derive(Debug)]
 pub struct Refused {
