@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
-use switchboard_hub::dir::{self, HubInfo};
+use switchboard_hub::dir;
 use switchboard_hub::{Hub, HubOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -43,7 +43,7 @@ pub async fn serve(
 pub async fn reload(dir: Option<PathBuf>) -> anyhow::Result<()> {
     let dir = dir::resolve(dir.as_deref());
     let info =
-        HubInfo::read(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
+        dir::read_info(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
     let stream = UnixStream::connect(&info.socket)
         .await
         .with_context(|| format!("cannot connect to {}", info.socket.display()))?;

@@ -13,10 +13,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-pub const SOCKET_FILE: &str = "hub.sock";
-pub const INFO_FILE: &str = "hub.json";
+pub use switchboard_protocol::discovery::{HubInfo, INFO_FILE, SOCKET_FILE};
 pub const LOCK_FILE: &str = "hub.lock";
 
 #[derive(Debug, thiserror::Error)]
@@ -35,22 +32,14 @@ pub enum DirError {
     },
 }
 
-/// The directory rule of the spec, without creating anything.
+/// The directory rule of the spec, made absolute; creates nothing.
 pub fn resolve(explicit: Option<&Path>) -> PathBuf {
-    if let Some(dir) = explicit {
-        return absolute(dir);
-    }
-    if let Some(dir) = std::env::var_os("SWITCHBOARD_DIR").filter(|d| !d.is_empty()) {
-        return absolute(Path::new(&dir));
-    }
-    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        return absolute(&Path::new(&runtime).join("switchboard"));
-    }
-    PathBuf::from(format!("/tmp/switchboard-{}", current_uid()))
-}
-
-fn absolute(path: &Path) -> PathBuf {
-    std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+    let dir = switchboard_protocol::discovery::hub_dir(
+        explicit,
+        |name| std::env::var_os(name),
+        current_uid(),
+    );
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 pub fn current_uid() -> u32 {
@@ -58,31 +47,19 @@ pub fn current_uid() -> u32 {
     unsafe { libc::getuid() }
 }
 
-/// What `hub.json` says: how to reach this hub.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HubInfo {
-    pub version: u32,
-    pub pid: u32,
-    pub socket: PathBuf,
-    pub ws: Option<String>,
-    pub token: String,
-}
-
-impl HubInfo {
-    /// Reads `<dir>/hub.json`.
-    pub fn read(dir: &Path) -> Result<Self, DirError> {
-        let path = dir.join(INFO_FILE);
-        let text = fs::read_to_string(&path).map_err(|source| DirError::Io {
-            what: "cannot read",
-            path: path.clone(),
-            source,
-        })?;
-        serde_json::from_str(&text).map_err(|error| DirError::Io {
-            what: "malformed",
-            path,
-            source: io::Error::new(io::ErrorKind::InvalidData, error),
-        })
-    }
+/// Reads `<dir>/hub.json`.
+pub fn read_info(dir: &Path) -> Result<HubInfo, DirError> {
+    let path = dir.join(INFO_FILE);
+    let text = fs::read_to_string(&path).map_err(|source| DirError::Io {
+        what: "cannot read",
+        path: path.clone(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|error| DirError::Io {
+        what: "malformed",
+        path,
+        source: io::Error::new(io::ErrorKind::InvalidData, error),
+    })
 }
 
 /// A hub directory this process owns: created, locked, and cleaned on drop.
@@ -115,7 +92,7 @@ impl HubDir {
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let error = io::Error::last_os_error();
             if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                let pid = HubInfo::read(&path).ok().map(|info| info.pid);
+                let pid = read_info(&path).ok().map(|info| info.pid);
                 return Err(DirError::AlreadyRunning { path, pid });
             }
             return Err(DirError::Io {

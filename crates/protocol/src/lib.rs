@@ -6,8 +6,10 @@
 //! - [`error`]: the error codes and the shapes of their `data`;
 //! - [`limits`]: the bounds table;
 //! - [`principal`]: who is behind a connection;
+//! - [`discovery`]: the hub directory rule and `hub.json`;
 //! - [`tool_call`]: the `tool-provider` contract of `tool-call.md`.
 
+pub mod discovery;
 pub mod error;
 pub mod hub;
 pub mod jsonrpc;

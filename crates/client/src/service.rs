@@ -1,0 +1,150 @@
+//! Serving a service: what a handler receives and how it answers.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use switchboard_protocol::jsonrpc::ErrorObject;
+use switchboard_protocol::{ErrorCode, Principal};
+use tokio_util::sync::CancellationToken;
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// The answer a handler gives: a raw JSON result or a JSON-RPC error.
+pub type Reply = Result<Box<RawValue>, ErrorObject>;
+
+/// A request routed to one of this client's services.
+#[derive(Debug)]
+pub struct Request {
+    pub service_id: String,
+    pub sender_client_id: String,
+    /// Stamped by the hub: the authority for deciding what to allow.
+    pub sender_principal: Principal,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+    /// Cancelled when the caller cancels, times out or leaves; the hub has
+    /// already answered the caller then, so the handler's result is dropped.
+    pub cancelled: CancellationToken,
+}
+
+impl Request {
+    /// The params decoded as `T`; a mismatch answers `-32602`.
+    pub fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
+        let raw = self.params.as_deref().map_or("null", RawValue::get);
+        serde_json::from_str(raw).map_err(|error| {
+            ErrorObject::new(
+                ErrorCode::InvalidParams,
+                format!("invalid params for {}: {error}", self.method),
+            )
+        })
+    }
+}
+
+/// A notification routed to one of this client's services.
+#[derive(Debug)]
+pub struct Notification {
+    pub service_id: String,
+    pub sender_client_id: String,
+    pub sender_principal: Principal,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+impl Notification {
+    pub fn params<T: DeserializeOwned>(&self) -> Option<T> {
+        let raw = self.params.as_deref().map_or("null", RawValue::get);
+        serde_json::from_str(raw).ok()
+    }
+}
+
+/// Serves one registered service: every method goes through one handler.
+///
+/// Requests are handled concurrently (each in its own task); notifications
+/// are delivered one at a time, in the order the hub forwarded them.
+pub trait Handler: Send + Sync + 'static {
+    fn request(&self, request: Request) -> BoxFuture<Reply>;
+
+    fn notification(&self, notification: Notification) -> BoxFuture<()> {
+        let _ = notification;
+        Box::pin(async {})
+    }
+}
+
+/// Encodes a handler's result.
+pub fn reply(value: &impl Serialize) -> Reply {
+    serde_json::value::to_raw_value(value).map_err(|error| {
+        ErrorObject::new(
+            ErrorCode::InternalError,
+            format!("cannot encode the result: {error}"),
+        )
+    })
+}
+
+/// A method this handler does not serve.
+pub fn method_not_found(method: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::MethodNotFound,
+        format!("unknown method {method:?}"),
+    )
+}
+
+/// A handler from two closures: one for requests, one for notifications.
+pub struct FnHandler<R, N> {
+    on_request: R,
+    on_notification: N,
+}
+
+/// A handler that serves requests with `on_request` and ignores notifications.
+pub fn handler_fn<R, F>(on_request: R) -> FnHandler<R, fn(Notification) -> BoxFuture<()>>
+where
+    R: Fn(Request) -> F + Send + Sync + 'static,
+    F: Future<Output = Reply> + Send + 'static,
+{
+    FnHandler {
+        on_request,
+        on_notification: |_| Box::pin(async {}),
+    }
+}
+
+impl<R, N> FnHandler<R, N> {
+    /// Also handles notifications, in order.
+    pub fn with_notifications<N2, G>(self, on_notification: N2) -> FnHandler<R, N2>
+    where
+        N2: Fn(Notification) -> G + Send + Sync + 'static,
+        G: Future<Output = ()> + Send + 'static,
+    {
+        FnHandler {
+            on_request: self.on_request,
+            on_notification,
+        }
+    }
+}
+
+impl<R, F, N, G> Handler for FnHandler<R, N>
+where
+    R: Fn(Request) -> F + Send + Sync + 'static,
+    F: Future<Output = Reply> + Send + 'static,
+    N: Fn(Notification) -> G + Send + Sync + 'static,
+    G: Future<Output = ()> + Send + 'static,
+{
+    fn request(&self, request: Request) -> BoxFuture<Reply> {
+        Box::pin((self.on_request)(request))
+    }
+
+    fn notification(&self, notification: Notification) -> BoxFuture<()> {
+        Box::pin((self.on_notification)(notification))
+    }
+}
+
+impl<H: Handler + ?Sized> Handler for Arc<H> {
+    fn request(&self, request: Request) -> BoxFuture<Reply> {
+        (**self).request(request)
+    }
+
+    fn notification(&self, notification: Notification) -> BoxFuture<()> {
+        (**self).notification(notification)
+    }
+}

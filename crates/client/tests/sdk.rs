@@ -1,0 +1,391 @@
+//! The SDK against a real hub (in-process, real sockets).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchboard_client::protocol::error::GoneReason;
+use switchboard_client::{
+    handler_fn, reply, CatalogEvent, Client, ConnectOptions, Endpoint, ErrorKind, RequestOptions,
+};
+use switchboard_hub::{Hub, HubOptions};
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+struct TestHub {
+    hub: Option<Hub>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestHub {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let hub = Hub::start(HubOptions {
+            dir: dir.path().join("hub"),
+            ws: Some("127.0.0.1:0".parse().unwrap()),
+            config: None,
+        })
+        .await
+        .unwrap();
+        TestHub {
+            hub: Some(hub),
+            _dir: dir,
+        }
+    }
+
+    fn hub(&self) -> &Hub {
+        self.hub.as_ref().unwrap()
+    }
+
+    async fn client(&self, name: &str) -> Client {
+        let info = self.hub().info();
+        Client::connect_with(ConnectOptions {
+            endpoint: Endpoint::Unix {
+                path: info.socket.clone(),
+                token: Some(info.token.clone()),
+            },
+            client_name: name.into(),
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn ws_client(&self, name: &str) -> Client {
+        let info = self.hub().info();
+        Client::connect_with(ConnectOptions {
+            endpoint: Endpoint::WebSocket {
+                url: info.ws.clone().unwrap(),
+                token: Some(info.token.clone()),
+            },
+            client_name: name.into(),
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn stop(mut self) {
+        self.hub.take().unwrap().shutdown().await;
+    }
+}
+
+fn echo() -> impl switchboard_client::Handler {
+    handler_fn(|request| async move {
+        match request.method.as_str() {
+            "echo" => reply(&request.params::<Value>()?),
+            other => Err(switchboard_client::method_not_found(other)),
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_and_notify_between_two_clients() {
+    let hub = TestHub::start().await;
+    let (seen, mut notifications) = mpsc::unbounded_channel();
+    let owner = hub.client("owner").await;
+    let handler = handler_fn(|request| async move { reply(&json!({"method": request.method})) })
+        .with_notifications(move |notification| {
+            let seen = seen.clone();
+            async move {
+                let params = notification.params::<Value>();
+                let _ = seen.send((notification.method, params));
+            }
+        });
+    let service = owner
+        .register(&json!({"protocol": "demo"}), handler)
+        .await
+        .unwrap();
+
+    let caller = hub.ws_client("caller").await;
+    let answer: Value = caller
+        .request(&service.id(), "getRefs", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(answer, json!({"method": "getRefs"}));
+
+    for n in 0..100 {
+        caller
+            .notify(&service.id(), "tick", &json!({ "n": n }))
+            .await
+            .unwrap();
+    }
+    for n in 0..100 {
+        let (method, params) = timeout(WAIT, notifications.recv()).await.unwrap().unwrap();
+        assert_eq!(method, "tick");
+        assert_eq!(
+            params,
+            Some(json!({ "n": n })),
+            "notifications arrive in order"
+        );
+    }
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_are_typed() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    let service = owner.register(&json!({}), echo()).await.unwrap();
+    let caller = hub.client("caller").await;
+
+    let error = caller
+        .request::<Value>("svc-unknown", "echo", &json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), Some(ErrorKind::NotFound));
+
+    let error = caller
+        .request::<Value>(&service.id(), "frob", &json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), Some(ErrorKind::MethodNotFound));
+
+    let silent = owner
+        .register(&json!({}), handler_fn(|_| std::future::pending()))
+        .await
+        .unwrap();
+    let options = RequestOptions {
+        timeout: Some(Duration::from_millis(50)),
+    };
+    let error = caller
+        .request_raw(&silent.id(), "wait", None, options)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.kind(),
+        Some(ErrorKind::Timeout {
+            timeout_ms: Some(50)
+        })
+    );
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_are_served_concurrently() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    // Each request waits until all 32 have arrived: only concurrent handling
+    // can finish.
+    let barrier = Arc::new(tokio::sync::Barrier::new(32));
+    let handler = handler_fn(move |request| {
+        let barrier = barrier.clone();
+        async move {
+            barrier.wait().await;
+            reply(&request.params::<Value>()?)
+        }
+    });
+    let service = owner.register(&json!({}), handler).await.unwrap();
+    let caller = hub.client("caller").await;
+    let calls = (0..32).map(|n| {
+        let caller = caller.clone();
+        let id = service.id();
+        async move {
+            caller
+                .request::<Value>(&id, "echo", &json!(n))
+                .await
+                .unwrap()
+        }
+    });
+    let answers = timeout(WAIT, futures_util::future::join_all(calls))
+        .await
+        .unwrap();
+    assert_eq!(answers, (0..32).map(|n| json!(n)).collect::<Vec<_>>());
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_request_cancels_it_at_the_owner() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let (cancelled_tx, mut cancelled) = mpsc::unbounded_channel();
+    let handler = handler_fn(move |request| {
+        let started_tx = started_tx.clone();
+        let cancelled_tx = cancelled_tx.clone();
+        async move {
+            let _ = started_tx.send(());
+            request.cancelled.cancelled().await;
+            let _ = cancelled_tx.send(());
+            reply(&"never sent")
+        }
+    });
+    let service = owner.register(&json!({}), handler).await.unwrap();
+    let caller = hub.client("caller").await;
+    let id = service.id();
+    let call = tokio::spawn({
+        let caller = caller.clone();
+        async move { caller.request::<Value>(&id, "slow", &json!({})).await }
+    });
+    timeout(WAIT, started.recv()).await.unwrap().unwrap();
+    call.abort();
+    // The owner's handler sees the hub's $/cancelRequest.
+    timeout(WAIT, cancelled.recv()).await.unwrap().unwrap();
+    let state = hub.hub().state().clone();
+    timeout(WAIT, async {
+        while state.pending_count() != 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap();
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn catalog_stays_consistent_under_concurrent_registrations() {
+    let hub = TestHub::start().await;
+    let watcher = hub.client("watcher").await;
+    let mut catalog = watcher.catalog().await.unwrap();
+    let mut expected: BTreeSet<String> = catalog
+        .initial()
+        .iter()
+        .map(|s| s.service_id.clone())
+        .collect();
+
+    let writers: Vec<Client> = futures_util::future::join_all(
+        (0..4).map(|n| hub.client(if n % 2 == 0 { "a" } else { "b" })),
+    )
+    .await;
+    let churn = writers.iter().cloned().map(|client| {
+        tokio::spawn(async move {
+            let mut kept = Vec::new();
+            for round in 0..25 {
+                let handle = client
+                    .register(&json!({"round": round}), echo())
+                    .await
+                    .unwrap();
+                if round % 3 == 0 {
+                    handle
+                        .update(&json!({"round": round, "updated": true}))
+                        .await
+                        .unwrap();
+                }
+                if round % 2 == 0 {
+                    handle.unregister().await.unwrap();
+                } else {
+                    kept.push(handle.id());
+                }
+            }
+            kept
+        })
+    });
+    let kept: BTreeSet<String> = futures_util::future::join_all(churn)
+        .await
+        .into_iter()
+        .flat_map(|r| r.unwrap())
+        .collect();
+
+    // Apply the events to the initial snapshot until it matches a fresh
+    // subscriber's snapshot.
+    let late = hub.client("late").await;
+    let truth: BTreeSet<String> = late
+        .catalog()
+        .await
+        .unwrap()
+        .initial()
+        .iter()
+        .map(|s| s.service_id.clone())
+        .collect();
+    assert_eq!(truth, kept);
+    let mut last_seq = catalog.event_seq();
+    timeout(WAIT, async {
+        while expected != truth {
+            match catalog.next_event().await.unwrap() {
+                CatalogEvent::Added(service) => assert!(expected.insert(service.service_id)),
+                CatalogEvent::Removed { service_id, .. } => assert!(expected.remove(&service_id)),
+                CatalogEvent::Updated(service) => assert!(expected.contains(&service.service_id)),
+                CatalogEvent::Resynced => panic!("no reconnect happened"),
+            }
+            let seq = catalog.event_seq();
+            assert!(seq > last_seq, "serverSeq only grows");
+            last_seq = seq;
+        }
+    })
+    .await
+    .unwrap();
+    let live: BTreeSet<String> = catalog
+        .services()
+        .into_iter()
+        .map(|s| s.service_id)
+        .collect();
+    assert_eq!(live, truth);
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_registers_again_under_new_ids() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let handler = handler_fn(move |_request| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { reply(&"ok") }
+    });
+    let service = owner
+        .register(&json!({"protocol": "sticky"}), handler)
+        .await
+        .unwrap();
+    let mut catalog = owner.catalog().await.unwrap();
+    let old_id = service.id();
+    let old_client = owner.client_id();
+
+    owner.reconnect().await.unwrap();
+    let new_id = service.id();
+    assert_ne!(new_id, old_id);
+    assert_ne!(owner.client_id(), old_client);
+
+    let caller = hub.client("caller").await;
+    let error = caller
+        .request::<Value>(&old_id, "x", &json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.kind(),
+        Some(ErrorKind::NotFound),
+        "an old id never routes"
+    );
+    let answer: String = caller.request(&new_id, "x", &json!({})).await.unwrap();
+    assert_eq!(answer, "ok");
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+
+    // The catalog was re-subscribed on the new connection.
+    timeout(WAIT, async {
+        loop {
+            if catalog.next_event().await.unwrap() == CatalogEvent::Resynced {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert!(catalog.get(&new_id).is_some());
+    assert!(catalog.get(&old_id).is_none());
+    hub.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_request_fails_when_the_owner_leaves() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    let service = owner
+        .register(&json!({}), handler_fn(|_| std::future::pending()))
+        .await
+        .unwrap();
+    let caller = hub.client("caller").await;
+    let id = service.id();
+    let call = tokio::spawn(async move { caller.request::<Value>(&id, "slow", &json!({})).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    owner.close();
+    let error = timeout(WAIT, call).await.unwrap().unwrap().unwrap_err();
+    assert_eq!(
+        error.kind(),
+        Some(ErrorKind::ServiceGone {
+            reason: Some(GoneReason::Disconnected)
+        })
+    );
+    hub.stop().await;
+}
