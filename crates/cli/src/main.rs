@@ -1,7 +1,8 @@
 //! `switchboard`: the hub daemon and the commands that drive it.
+//!
+//! Each subcommand lives in its own module with its own `clap::Args`; this
+//! file only lists them and runs the chosen one.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -22,27 +23,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the hub in the foreground until SIGTERM or SIGINT (SIGHUP reloads the config).
-    Serve {
-        /// Hub directory (default: $SWITCHBOARD_DIR, else $XDG_RUNTIME_DIR/switchboard,
-        /// else /tmp/switchboard-<uid>).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-        /// Address of the WebSocket and metrics listener (port 0 picks a free one).
-        #[arg(long, default_value = "127.0.0.1:0")]
-        ws: SocketAddr,
-        /// Serve the Unix socket only: no WebSocket, no /metrics.
-        #[arg(long, conflicts_with = "ws")]
-        no_ws: bool,
-        /// TOML config file: principals, grants, origins, limits.
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Serve(serve::ServeArgs),
     /// Make the running hub re-read its config file.
-    Reload {
-        /// Hub directory (as for `serve`).
-        #[arg(long)]
-        dir: Option<PathBuf>,
-    },
+    Reload(serve::DirArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,13 +43,8 @@ fn main() -> ExitCode {
     };
     let outcome = runtime.block_on(async {
         match cli.command {
-            Command::Serve {
-                dir,
-                ws,
-                no_ws,
-                config,
-            } => serve::serve(dir, (!no_ws).then_some(ws), config).await,
-            Command::Reload { dir } => serve::reload(dir).await,
+            Command::Serve(args) => serve::serve(args).await,
+            Command::Reload(args) => serve::reload(args).await,
         }
     });
     match outcome {
@@ -78,7 +56,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr; `RUST_LOG` filters them (default: info).
+/// Logs go to stderr (stdout is for command output, and for `mcp`/`acp` it
+/// carries the protocol); `RUST_LOG` filters them (default: info).
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -10,18 +10,38 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
 
-pub async fn serve(
-    dir: Option<PathBuf>,
-    ws: Option<SocketAddr>,
+/// `--dir`, shared by every command that talks to a hub.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DirArgs {
+    /// Hub directory (default: $SWITCHBOARD_DIR, else $XDG_RUNTIME_DIR/switchboard,
+    /// else /tmp/switchboard-<uid>).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Address of the WebSocket and metrics listener (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    ws: SocketAddr,
+    /// Serve the Unix socket only: no WebSocket, no /metrics.
+    #[arg(long, conflicts_with = "ws")]
+    no_ws: bool,
+    /// TOML config file: principals, grants, origins, limits.
+    #[arg(long)]
     config: Option<PathBuf>,
-) -> anyhow::Result<()> {
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
     let options = HubOptions {
-        dir: dir::resolve(dir.as_deref()),
-        ws,
-        config,
+        dir: dir::resolve(args.dir.dir.as_deref()),
+        ws: (!args.no_ws).then_some(args.ws),
+        config: args.config,
     };
     let hub = Hub::start(options).await?;
     loop {
@@ -40,8 +60,8 @@ pub async fn serve(
 
 /// Asks the hub to reload through `hub/reload`, so a bad config is reported
 /// here instead of only in the hub's log.
-pub async fn reload(dir: Option<PathBuf>) -> anyhow::Result<()> {
-    let dir = dir::resolve(dir.as_deref());
+pub async fn reload(args: DirArgs) -> anyhow::Result<()> {
+    let dir = dir::resolve(args.dir.as_deref());
     let info =
         dir::read_info(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
     let stream = UnixStream::connect(&info.socket)
