@@ -1,0 +1,33 @@
+//! MCP on Switchboard, both ways:
+//!
+//! - [`provide`]: `switchboard provide-mcp` runs a stdio MCP server as a
+//!   supervised child and publishes its tools as a hub tool provider;
+//! - [`gateway`]: `switchboard mcp` is an MCP server on stdio that lists the
+//!   tools of every tool provider on the hub (as `<namespace>__<tool>`) and
+//!   calls them.
+//!
+//! Design choices (progress relay, error mapping, ledger place) are in
+//! `docs/tool-calls.md`.
+
+pub mod gateway;
+pub mod provide;
+
+pub use gateway::{run_gateway, GatewayOptions};
+pub use provide::{ledger_path, run_provider, ProvideOptions};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot start the MCP server `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("the MCP server `{command}` did not start: {reason}")]
+    ChildStart { command: String, reason: String },
+    #[error(transparent)]
+    Tools(#[from] switchboard_tools::ToolsError),
+    #[error("hub: {0}")]
+    Hub(#[from] switchboard_client::Error),
+    #[error("MCP on stdio: {0}")]
+    Stdio(String),
+}
