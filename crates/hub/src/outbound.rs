@@ -7,7 +7,8 @@
 //! everything pushed while a write is under way goes out in the next one.
 //!
 //! Overload policy (spec section 8), decided here and nowhere else:
-//! - a notification is shed when the queue already holds `notifyShedBytes`;
+//! - a notification is shed when the queue already holds more than
+//!   `notifyShedBytes`;
 //! - anything that makes the queue exceed `slowConsumerBytes` aborts the
 //!   connection (requests, responses and catalog actions are never shed).
 //!
@@ -119,7 +120,7 @@ impl Outbound {
         if state.status != Status::Open || !still_wanted() {
             return Pushed::Closed;
         }
-        if class == Class::Sheddable && state.queued >= self.shed_bytes {
+        if class == Class::Sheddable && state.queued > self.shed_bytes {
             return Pushed::Shed;
         }
         let before = state.buf.len();
@@ -255,10 +256,11 @@ mod tests {
     #[tokio::test]
     async fn notifications_shed_at_the_threshold_but_essentials_queue() {
         let out = Outbound::new(4, 100);
-        assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Queued); // 4 bytes
+        assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Queued); // 4 bytes: at the bound
+        assert_eq!(out.push(Class::Sheddable, line("y")), Pushed::Queued); // 6 bytes: above it
         assert_eq!(out.push(Class::Sheddable, line("x")), Pushed::Shed);
         assert_eq!(out.push(Class::Essential, line("resp")), Pushed::Queued);
-        assert_eq!(out.queued_bytes(), 9);
+        assert_eq!(out.queued_bytes(), 11);
     }
 
     #[tokio::test]

@@ -33,7 +33,11 @@ use crate::wire::{self, Routed, RoutedHeader};
 /// is a silent, counted drop.
 pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option<&RawValue>) {
     let counters = &sender.counters;
-    let Some(params) = params.and_then(|p| serde_json::from_str::<NotifyParams<'_>>(p.get()).ok())
+    // Params are an object, as for every hub method: serde would also accept
+    // an array by position, which the spec does not define.
+    let Some(params) = params
+        .filter(|p| p.get().starts_with('{'))
+        .and_then(|p| serde_json::from_str::<NotifyParams<'_>>(p.get()).ok())
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
@@ -99,7 +103,9 @@ struct RawRequest<'a> {
     method: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
     params: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "timeoutMs")]
+    /// `present`: `"timeoutMs": null` is refused like any other non-integer,
+    /// not taken for "absent" (which would mean the default timeout).
+    #[serde(borrow, default, rename = "timeoutMs", deserialize_with = "present")]
     timeout_ms: Option<&'a RawValue>,
 }
 
@@ -376,7 +382,10 @@ pub fn cancel(hub: &HubState, caller: &Conn, params: Option<&RawValue>) {
         #[serde(borrow)]
         id: &'a RawValue,
     }
-    let Some(cancel) = params.and_then(|p| serde_json::from_str::<Cancel<'_>>(p.get()).ok()) else {
+    let Some(cancel) = params
+        .filter(|p| p.get().starts_with('{'))
+        .and_then(|p| serde_json::from_str::<Cancel<'_>>(p.get()).ok())
+    else {
         return Counters::inc(&caller.counters.protocol_errors);
     };
     // Unknown or finished ids do nothing.

@@ -211,11 +211,22 @@ impl HubState {
 
     /// Requests forwarded and not yet answered, across the hub.
     pub fn pending_count(&self) -> usize {
-        self.conns
-            .lock()
-            .values()
-            .map(|c| c.pending.lock().len())
-            .sum()
+        self.bookkeeping().pending
+    }
+
+    /// Sizes of the request bookkeeping across the hub; all zero when no
+    /// request is in flight (tests assert that every ending releases it).
+    pub fn bookkeeping(&self) -> Bookkeeping {
+        let conns = self.conns.lock();
+        let mut sizes = Bookkeeping {
+            deadlines: self.timers.len(),
+            ..Bookkeeping::default()
+        };
+        for conn in conns.values() {
+            sizes.pending += conn.pending.lock().len();
+            sizes.calls += conn.calls.lock().len();
+        }
+        sizes
     }
 
     pub fn is_stopping(&self) -> bool {
