@@ -14,7 +14,10 @@ fn valid_json(raw: &RawValue) {
 
 fn valid_id(id: &RawValue) {
     let value: serde_json::Value = serde_json::from_str(id.get()).expect("an id is JSON");
-    assert!(value.is_string() || value.is_number() || value.is_null(), "bad id {id}");
+    assert!(
+        value.is_string() || value.is_number() || value.is_null(),
+        "bad id {id}"
+    );
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -35,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         Err(error) => {
-            assert!(matches!(error.code, ErrorCode::ParseError | ErrorCode::InvalidRequest));
+            assert!(matches!(
+                error.code,
+                ErrorCode::ParseError | ErrorCode::InvalidRequest
+            ));
             if let Some(id) = error.id {
                 valid_id(id);
             }

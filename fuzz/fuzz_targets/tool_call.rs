@@ -22,14 +22,22 @@ fn rule(value: &str) -> Result<(), &'static str> {
 fuzz_target!(|data: &[u8]| {
     if let Ok(request) = serde_json::from_slice::<ToolCallRequest>(data) {
         let encoded = serde_json::to_vec(&request).expect("a decoded request encodes");
-        let again: ToolCallRequest = serde_json::from_slice(&encoded).expect("its encoding decodes");
+        let again: ToolCallRequest =
+            serde_json::from_slice(&encoded).expect("its encoding decodes");
         assert_eq!(request, again);
         let _ = request.validate();
     }
     if let Ok(text) = std::str::from_utf8(data) {
-        for field in [TokenField::CallKey, TokenField::SchemaPin, TokenField::OriginCallKey] {
+        for field in [
+            TokenField::CallKey,
+            TokenField::SchemaPin,
+            TokenField::OriginCallKey,
+        ] {
             let checked = validate_token(field, text);
-            assert_eq!(checked.as_ref().map_err(TokenError::reason).copied(), rule(text).map(|_| ()).map_err(|r| r));
+            assert_eq!(
+                checked.as_ref().map_err(TokenError::reason).copied(),
+                rule(text).map(|_| ()).map_err(|r| r)
+            );
             if let Err(error) = checked {
                 assert_eq!(error.field(), field);
                 assert!(error.to_string().starts_with(field.name()));

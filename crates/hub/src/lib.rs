@@ -16,6 +16,10 @@ pub mod dir;
 pub mod policy;
 pub mod server;
 
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
+
 mod conn;
 mod dispatch;
 mod ids;

@@ -196,6 +196,15 @@ impl Outbound {
         self.abort.cancelled().await
     }
 
+    /// Everything queued, taken at once (for the fuzzing harness, which has
+    /// no writer task).
+    #[cfg(feature = "fuzzing")]
+    pub fn take_queued(&self) -> Vec<u8> {
+        let mut state = self.state.lock();
+        state.queued = 0;
+        std::mem::take(&mut state.buf)
+    }
+
     /// Waits for bytes (or the end) and swaps them into `buf`, which must be
     /// empty. Only the connection's writer calls this.
     pub async fn next_batch(&self, buf: &mut Vec<u8>) -> Batch {

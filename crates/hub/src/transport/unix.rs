@@ -141,7 +141,12 @@ fn read_ready(
 }
 
 /// Frames `chunk` into lines, handling each complete one; keeps the tail.
-fn split_lines(chunk: &[u8], partial: &mut Vec<u8>, session: &mut Session, max: usize) -> Flow {
+pub(crate) fn split_lines(
+    chunk: &[u8],
+    partial: &mut Vec<u8>,
+    session: &mut Session,
+    max: usize,
+) -> Flow {
     let mut rest = chunk;
     while let Some(end) = memchr::memchr(b'\n', rest) {
         let line = &rest[..end];
