@@ -7,7 +7,19 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod acp;
+mod call;
+mod connect;
+mod describe;
+mod mcp;
+mod notify;
+mod output;
+mod provide_mcp;
+mod scrape;
 mod serve;
+mod services;
+mod status;
+mod target;
 
 #[derive(Parser)]
 #[command(
@@ -26,6 +38,20 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Make the running hub re-read its config file.
     Reload(serve::DirArgs),
+    /// List the services in the catalog (--watch: follow every change live).
+    Services(services::ServicesArgs),
+    /// Serve the Agent Client Protocol on stdio (for editors such as Zed).
+    Acp(acp::AcpArgs),
+    /// Send a request to a service and print its result.
+    Call(call::CallArgs),
+    /// Send a notification to a service.
+    Notify(notify::NotifyArgs),
+    /// Show whether a hub runs, where, and its counters.
+    Status(status::StatusArgs),
+    /// Serve MCP on stdio: every hub tool provider's tools, as <namespace>__<tool>.
+    Mcp(mcp::McpArgs),
+    /// Run a stdio MCP server and publish its tools on the hub: provide-mcp --namespace NS -- COMMAND [ARGS...]
+    ProvideMcp(provide_mcp::ProvideMcpArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +71,13 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Serve(args) => serve::serve(args).await,
             Command::Reload(args) => serve::reload(args).await,
+            Command::Services(args) => services::services(args).await,
+            Command::Acp(args) => acp::acp(args).await,
+            Command::Call(args) => call::call(args).await,
+            Command::Notify(args) => notify::notify(args).await,
+            Command::Status(args) => status::status(args).await,
+            Command::Mcp(args) => mcp::mcp(args).await,
+            Command::ProvideMcp(args) => provide_mcp::provide_mcp(args).await,
         }
     });
     match outcome {
@@ -60,7 +93,11 @@ fn main() -> ExitCode {
 /// carries the protocol); `RUST_LOG` filters them (default: info).
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // rmcp logs whole MCP messages at info; payloads stay out of logs by default.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
+        // tungstenite logs every WebSocket message at trace, `initialize` and
+        // its token included: capped at debug whatever RUST_LOG asks.
+        .add_directive("tungstenite=debug".parse().expect("a valid directive"));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

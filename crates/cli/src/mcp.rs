@@ -1,0 +1,20 @@
+//! `switchboard mcp`: an MCP server on stdio in front of the hub's tool
+//! providers (logic in `switchboard-mcp`).
+
+use switchboard_hub::dir;
+
+use crate::serve::DirArgs;
+
+#[derive(clap::Args, Debug)]
+pub struct McpArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+}
+
+pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
+    let options = switchboard_mcp::GatewayOptions {
+        hub_dir: dir::resolve(args.dir.dir.as_deref()),
+    };
+    switchboard_mcp::run_gateway(options).await?;
+    Ok(())
+}

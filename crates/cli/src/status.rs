@@ -1,0 +1,175 @@
+//! `switchboard status`: is a hub running, where, and what its metrics say.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde_json::{json, Value};
+use switchboard_client::protocol::discovery::HubInfo;
+use switchboard_hub::dir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+use crate::connect;
+use crate::output::emit;
+use crate::scrape::{self, Metric, Metrics};
+use crate::serve::DirArgs;
+
+/// How long the socket may take to answer `ping`.
+const PING_WAIT: Duration = Duration::from_secs(5);
+
+/// The lines printed, in order: label and metric name.
+const SHOWN: [(&str, &str); 14] = [
+    ("connections", "connections"),
+    ("connections accepted", "connections_accepted_total"),
+    ("connections refused", "connections_refused_total"),
+    ("services", "services"),
+    ("catalog subscribers", "catalog_subscribers"),
+    ("requests in flight", "requests_in_flight"),
+    ("requests started", "requests_started_total"),
+    ("requests completed", "requests_completed_total"),
+    ("requests failed", "requests_failed_total"),
+    ("notifications forwarded", "notifications_forwarded_total"),
+    ("notifications dropped", "notifications_dropped_total"),
+    ("queued bytes", "queued_bytes"),
+    ("protocol errors", "protocol_errors_total"),
+    ("config reloads", "config_reloads_total"),
+];
+
+#[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Prints `key: value` lines: hub, dir, pid, socket, websocket, then the counts
+from the hub's /metrics (connections, services, catalog subscribers, requests
+in flight, started, completed and failed, notifications forwarded and dropped,
+queued bytes, …), counts by reason in parentheses.
+
+Exit status: 0 when a hub runs (hub.json is there and its socket answers
+ping), 1 otherwise.")]
+pub struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// Print one JSON object instead ({running, dir, pid, socket, ws, metrics}).
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
+    let hub_dir = connect::hub_dir(&args.dir);
+    let running = check_running(&hub_dir).await;
+    let info = match running {
+        Ok(info) => info,
+        Err(error) => {
+            if args.json {
+                let report =
+                    json!({"running": false, "dir": hub_dir, "error": format!("{error:#}")});
+                emit(&format!("{report}\n"))?;
+            }
+            return Err(error);
+        }
+    };
+    let metrics = match &info.ws {
+        Some(ws) => scrape::scrape(ws).await,
+        None => Err(anyhow!("the hub serves no WebSocket port, so no /metrics")),
+    };
+    if args.json {
+        let mut report = json!({
+            "running": true,
+            "dir": hub_dir,
+            "pid": info.pid,
+            "socket": info.socket,
+            "ws": info.ws,
+            "metrics": metrics.as_ref().map_or(Value::Null, metrics_json),
+        });
+        if let (Err(error), Some(report)) = (&metrics, report.as_object_mut()) {
+            report.insert("metricsError".into(), json!(format!("{error:#}")));
+        }
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        return Ok(());
+    }
+    let mut lines = vec![
+        "hub: running".to_owned(),
+        format!("dir: {}", hub_dir.display()),
+        format!("pid: {}", info.pid),
+        format!("socket: {}", info.socket.display()),
+        format!("websocket: {}", info.ws.as_deref().unwrap_or("none")),
+    ];
+    match &metrics {
+        Ok(metrics) => lines.extend(metric_lines(metrics)),
+        Err(error) => lines.push(format!("metrics: unavailable ({error:#})")),
+    }
+    emit(&format!("{}\n", lines.join("\n")))?;
+    Ok(())
+}
+
+/// `hub.json` read and its socket answering `ping`.
+async fn check_running(hub_dir: &Path) -> anyhow::Result<HubInfo> {
+    let info = dir::read_info(hub_dir)
+        .map_err(|error| anyhow!("no hub is running on {}: {error}", hub_dir.display()))?;
+    tokio::time::timeout(PING_WAIT, ping(&info.socket))
+        .await
+        .map_err(|_| anyhow!("no answer to ping within {PING_WAIT:?}"))
+        .and_then(|answer| answer)
+        .with_context(|| {
+            format!(
+                "no hub is running on {}: hub.json names pid {} but its socket {} does not answer",
+                hub_dir.display(),
+                info.pid,
+                info.socket.display()
+            )
+        })?;
+    Ok(info)
+}
+
+/// `ping` needs no `initialize` and no token: it only shows the hub is there.
+async fn ping(socket: &Path) -> anyhow::Result<()> {
+    let stream = UnixStream::connect(socket).await?;
+    let (read, mut write) = stream.into_split();
+    write
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n")
+        .await?;
+    let mut line = String::new();
+    BufReader::new(read).read_line(&mut line).await?;
+    let answer: Value = serde_json::from_str(&line).context("the answer is not JSON")?;
+    if answer.get("id") != Some(&json!(1)) || answer.get("result") != Some(&Value::Null) {
+        bail!("unexpected answer to ping: {}", line.trim_end());
+    }
+    Ok(())
+}
+
+fn metric_lines(metrics: &Metrics) -> Vec<String> {
+    SHOWN
+        .iter()
+        .filter_map(|(label, name)| {
+            let metric = metrics.get(*name)?;
+            Some(match metric {
+                Metric::Value(value) => format!("{label}: {value}"),
+                Metric::ByReason(by_reason) => {
+                    let nonzero: Vec<String> = by_reason
+                        .iter()
+                        .filter(|(_, count)| **count > 0)
+                        .map(|(reason, count)| format!("{reason} {count}"))
+                        .collect();
+                    if nonzero.is_empty() {
+                        format!("{label}: {}", metric.total())
+                    } else {
+                        format!("{label}: {} ({})", metric.total(), nonzero.join(", "))
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn metrics_json(metrics: &Metrics) -> Value {
+    let object = metrics
+        .iter()
+        .map(|(name, metric)| {
+            let value = match metric {
+                Metric::Value(value) => json!(value),
+                Metric::ByReason(by_reason) => json!(by_reason),
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    Value::Object(object)
+}

@@ -1,0 +1,154 @@
+//! Shared setup for the ACP front tests: an in-process hub with a real tool
+//! provider, a scripted model server on loopback, and `switchboard acp`
+//! child processes driven by the official ACP client. Every wait is bounded
+//! by [`WAIT`]; nothing synchronises by sleeping.
+
+#![allow(dead_code)] // each test module uses a different part of this one
+
+pub mod editor;
+pub mod model_server;
+pub mod provider;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use switchboard_client::{Client, ConnectOptions, Endpoint};
+use switchboard_hub::{Hub, HubOptions};
+
+pub use editor::{settle, text_of, thoughts_of, tool_calls, Editor};
+pub use model_server::{call, hold, say, text, use_tool, Act, ModelServer};
+pub use provider::Provider;
+
+pub const WAIT: Duration = Duration::from_secs(20);
+
+pub struct Harness {
+    pub model: ModelServer,
+    pub provider: Provider,
+    hub: Option<Hub>,
+    hub_dir: PathBuf,
+    /// The sessions' working directory.
+    pub workdir: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Harness {
+    pub async fn start() -> Harness {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let hub_dir = dir.path().join("hub");
+        let hub = Hub::start(HubOptions {
+            dir: hub_dir.clone(),
+            ws: None,
+            config: None,
+        })
+        .await
+        .expect("start the hub");
+        let info = hub.info();
+        let client = Client::connect_with(ConnectOptions {
+            endpoint: Endpoint::Unix {
+                path: info.socket.clone(),
+                token: Some(info.token.clone()),
+            },
+            client_name: "test-provider".into(),
+        })
+        .await
+        .expect("connect the provider");
+        let provider = Provider::register(client).await;
+        let workdir = dir.path().join("work");
+        std::fs::create_dir_all(&workdir).expect("workdir");
+        Harness {
+            model: ModelServer::start().await,
+            provider,
+            hub: Some(hub),
+            hub_dir,
+            workdir,
+            dir,
+        }
+    }
+
+    /// Another client of the hub.
+    pub async fn hub_client(&self, name: &str) -> Client {
+        let info = self.hub.as_ref().expect("hub running").info();
+        Client::connect_with(ConnectOptions {
+            endpoint: Endpoint::Unix {
+                path: info.socket.clone(),
+                token: Some(info.token.clone()),
+            },
+            client_name: name.into(),
+        })
+        .await
+        .expect("connect to the hub")
+    }
+
+    pub fn hub_dir(&self) -> &Path {
+        &self.hub_dir
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A `switchboard acp` on this hub and model server, initialized.
+    pub async fn editor(&self) -> Editor {
+        self.editor_with(&[]).await
+    }
+
+    pub async fn editor_with(&self, extra: &[&str]) -> Editor {
+        static SPAWNED: AtomicUsize = AtomicUsize::new(0);
+        let n = SPAWNED.fetch_add(1, Ordering::Relaxed);
+        let log = self.dir.path().join(format!("acp-{n}.log"));
+        Editor::spawn(&self.hub_dir, &self.model.url(), extra, log).await
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        // The hub's tasks end with the test's runtime; nothing to await here.
+        self.hub.take();
+    }
+}
+
+/// A named pipe the test reads a job's pid from: the read blocks until the
+/// job has written it, so no polling is needed.
+pub struct PidPipe {
+    pub path: PathBuf,
+}
+
+impl PidPipe {
+    pub fn create(path: PathBuf) -> PidPipe {
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo has no other preconditions.
+        let made = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+        assert_eq!(made, 0, "mkfifo {}", path.display());
+        PidPipe { path }
+    }
+
+    /// A job command that reports its pid here, then sleeps.
+    pub fn job_command(&self) -> String {
+        format!("echo $$ > '{}'; exec sleep 600", self.path.display())
+    }
+
+    /// The pid the job wrote (bounded wait).
+    pub async fn read_pid(&self) -> i32 {
+        let path = self.path.clone();
+        let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(path));
+        let text = tokio::time::timeout(WAIT, read)
+            .await
+            .expect("the job never wrote its pid")
+            .expect("reader task")
+            .expect("read the pid pipe");
+        text.trim().parse().expect("a pid")
+    }
+}
+
+/// Whether process `pid` has exited (gone, or a zombie nobody reaped yet).
+pub fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            .unwrap_or(false),
+    }
+}

@@ -1,0 +1,316 @@
+//! Shared setup for the MCP tests: real processes (`switchboard serve`,
+//! `switchboard provide-mcp` around `mcp-test-server`, `switchboard mcp`)
+//! and the official MCP client (`rmcp`).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, Implementation, ProgressNotificationParam,
+    ProtocolVersion, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::Value;
+use std::sync::Mutex;
+use switchboard_client::{Client, ConnectOptions, Endpoint, Selector};
+use tokio::sync::Notify;
+
+/// Every wait in these tests is bounded by this.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// Child processes log at `warn` unless the test run sets `RUST_LOG`.
+fn log_filter() -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
+}
+
+pub fn switchboard_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
+}
+
+/// `mcp-test-server` is a binary of `switchboard-mcp`, built next to
+/// `switchboard` by `cargo test --workspace`.
+pub fn test_server_bin() -> PathBuf {
+    let path = switchboard_bin().with_file_name("mcp-test-server");
+    assert!(
+        path.exists(),
+        "{} is missing: run the tests with `cargo test --workspace` (or `cargo build -p switchboard-mcp --bins` first)",
+        path.display()
+    );
+    path
+}
+
+/// Polls `check` every 20 ms until it holds, for at most [`WAIT`].
+pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A child process killed when dropped.
+pub struct Process(Option<Child>);
+
+impl Process {
+    pub fn pid(&self) -> i32 {
+        self.0.as_ref().map_or(0, |c| c.id() as i32)
+    }
+
+    pub fn signal(&mut self, signal: i32) {
+        if let Some(child) = self.0.as_mut() {
+            // SAFETY: kill(2) on a pid we spawned and have not reaped.
+            unsafe { libc::kill(child.id() as i32, signal) };
+        }
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM and reap (bounded: SIGKILL after 10 s).
+    pub fn stop(&mut self) {
+        self.signal(libc::SIGTERM);
+        if let Some(mut child) = self.0.take() {
+            for _ in 0..500 {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A hub process on a temporary directory.
+pub struct TestHub {
+    pub dir: tempfile::TempDir,
+    process: Process,
+}
+
+impl TestHub {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let hub_dir = dir.path().join("hub");
+        let child = Command::new(switchboard_bin())
+            .args(["serve", "--no-ws", "--dir"])
+            .arg(&hub_dir)
+            .env("RUST_LOG", log_filter())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let hub = TestHub {
+            dir,
+            process: Process(Some(child)),
+        };
+        let info = hub_dir.join("hub.json");
+        eventually("hub.json", || info.exists()).await;
+        hub
+    }
+
+    pub fn hub_dir(&self) -> PathBuf {
+        self.dir.path().join("hub")
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// `switchboard provide-mcp --namespace NS -- mcp-test-server`.
+    pub fn provide(&self, namespace: &str) -> Process {
+        let child = Command::new(switchboard_bin())
+            .args(["provide-mcp", "--namespace", namespace, "--dir"])
+            .arg(self.hub_dir())
+            .arg("--")
+            .arg(test_server_bin())
+            .env("MCP_TEST_SERVER_REFUSE_START", self.refuse_file(namespace))
+            .env("RUST_LOG", log_filter())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        Process(Some(child))
+    }
+
+    /// While this file exists, the namespace's test server refuses to start.
+    pub fn refuse_file(&self, namespace: &str) -> PathBuf {
+        self.path(&format!("refuse-{namespace}"))
+    }
+
+    pub async fn client(&self) -> Client {
+        Client::connect_with(ConnectOptions {
+            endpoint: Endpoint::Dir(Some(self.hub_dir())),
+            client_name: "test".into(),
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Waits until a provider of `namespace` is in the catalog; its service id.
+    pub async fn provider_id(&self, client: &Client, namespace: &str) -> String {
+        self.provider_id_except(client, namespace, None).await
+    }
+
+    /// Like [`TestHub::provider_id`], ignoring the service `except`.
+    pub async fn provider_id_except(
+        &self,
+        client: &Client,
+        namespace: &str,
+        except: Option<&str>,
+    ) -> String {
+        let catalog = client.catalog().await.unwrap();
+        let selector =
+            Selector::parse(&format!("protocol=tool-provider,namespace={namespace}")).unwrap();
+        let mut found = None;
+        eventually(&format!("provider {namespace}"), || {
+            found = catalog
+                .select(&selector)
+                .into_iter()
+                .map(|s| s.service_id)
+                .find(|id| Some(id.as_str()) != except);
+            found.is_some()
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// `switchboard mcp` with the official MCP client on its stdio.
+    pub async fn gateway(&self) -> Gateway {
+        let events = Arc::new(Events::default());
+        let mut command = tokio::process::Command::new(switchboard_bin());
+        command
+            .arg("mcp")
+            .arg("--dir")
+            .arg(self.hub_dir())
+            .env("RUST_LOG", log_filter());
+        let transport = TokioChildProcess::new(command).unwrap();
+        let service = TestClient {
+            events: events.clone(),
+        }
+        .serve(transport)
+        .await
+        .unwrap();
+        Gateway { service, events }
+    }
+}
+
+/// What the MCP client saw.
+#[derive(Default)]
+pub struct Events {
+    pub list_changed: Notify,
+    pub progress: Mutex<Vec<ProgressNotificationParam>>,
+}
+
+pub struct TestClient {
+    events: Arc<Events>,
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            Default::default(),
+            Implementation::new("switchboard-tests", "1"),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.events.list_changed.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.events.progress.lock().unwrap().push(params);
+    }
+}
+
+pub struct Gateway {
+    pub service: RunningService<RoleClient, TestClient>,
+    pub events: Arc<Events>,
+}
+
+impl Gateway {
+    pub async fn tool_names(&self) -> Vec<String> {
+        let tools: Vec<Tool> = tokio::time::timeout(WAIT, self.service.peer().list_all_tools())
+            .await
+            .unwrap()
+            .unwrap();
+        tools.into_iter().map(|t| t.name.into_owned()).collect()
+    }
+
+    /// Waits (bounded) until `tools/list` satisfies `check`.
+    pub async fn wait_for_tools(
+        &self,
+        what: &str,
+        check: impl Fn(&[String]) -> bool,
+    ) -> Vec<String> {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let names = self.tool_names().await;
+            if check(&names) {
+                return names;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}: {names:?}"
+            );
+            let _ = tokio::time::timeout(
+                Duration::from_millis(200),
+                self.events.list_changed.notified(),
+            )
+            .await;
+        }
+    }
+
+    pub async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<CallToolResult, rmcp::ServiceError> {
+        let params = CallToolRequestParams::new(name.to_owned())
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        tokio::time::timeout(WAIT, self.service.peer().call_tool(params))
+            .await
+            .expect("no answer in time")
+    }
+}
+
+/// The text of a tool result's first content block.
+pub fn text_of(result: &CallToolResult) -> String {
+    let value = serde_json::to_value(result).unwrap();
+    value["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Lines of a marker file written by the test server's `slow` tool.
+pub fn marker_lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
