@@ -118,7 +118,7 @@ impl Config {
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
         let file: File = toml::from_str(text).map_err(|error| ConfigError::Parse {
             path: path.to_owned(),
-            message: error.to_string(),
+            message: describe_toml_error(text, &error),
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
 
@@ -216,6 +216,34 @@ impl Config {
     }
 }
 
+/// Where the file is wrong and why, without quoting it: toml's own message
+/// shows the offending line and serde's shows the offending value, and
+/// either may be a token (this text reaches logs and `switchboard reload`).
+fn describe_toml_error(text: &str, error: &toml::de::Error) -> String {
+    let what = redact_quoted(error.message().trim());
+    let Some(before) = error.span().and_then(|span| text.get(..span.start)) else {
+        return what;
+    };
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {what}")
+}
+
+/// `message` with each double-quoted part replaced by `"…"`.
+fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    for c in message.chars() {
+        if c == '"' {
+            out.push_str(if quoted { "\"" } else { "\"…" });
+            quoted = !quoted;
+        } else if !quoted {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The `[limits]` table: every key must be a limit's name from the spec.
 fn parse_limits(table: Option<toml::Table>, path: &Path) -> Result<Limits, ConfigError> {
     let Some(table) = table else {
@@ -275,6 +303,21 @@ mod tests {
         assert!(policy.allows(&explorer, &git, Action::Request));
         assert!(!policy.allows(&explorer, &git, Action::Notify));
         assert!(policy.origin_allowed("http://localhost:3000"));
+    }
+
+    #[test]
+    fn a_parse_error_names_the_place_but_never_quotes_a_token() {
+        let error = parse("[principals.a]\ntoken = \"s3cret-a\" oops\n").unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("line 2, column"), "{text}");
+        assert!(!text.contains("s3cret"), "{text}");
+        let error = parse("[principals]\na = \"s3cret-b\"\n").unwrap_err();
+        let text = error.to_string();
+        assert!(
+            text.contains("line 2") && text.contains("invalid type"),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
     }
 
     #[test]

@@ -148,11 +148,7 @@ impl Session {
         }
         Counters::inc(&self.conn.counters.messages_received);
         if self.hub.log_payloads() {
-            tracing::debug!(
-                target: "switchboard::payload",
-                client = self.conn.label(),
-                message = %String::from_utf8_lossy(bytes),
-            );
+            log_payload(&self.conn, bytes);
         }
         match jsonrpc::decode(bytes) {
             Err(error) => {
@@ -493,6 +489,30 @@ impl Session {
             .with_data(&json!({ "reason": "config" }))
         })?;
         Ok(serde_json::to_string(&result).expect("serializes"))
+    }
+}
+
+/// Logs one inbound message (`log_payloads = true`), except the ones that
+/// may carry a token (`initialize`, or anything naming `authToken`): tokens
+/// are never logged.
+fn log_payload(conn: &Conn, bytes: &[u8]) {
+    let carries_token = memchr::memmem::find(bytes, b"authToken").is_some()
+        || matches!(
+            jsonrpc::decode(bytes),
+            Ok(Message::Request { method: name, .. }) if name.name() == method::INITIALIZE
+        );
+    if carries_token {
+        tracing::debug!(
+            target: "switchboard::payload",
+            client = conn.label(),
+            "message withheld: it may carry a token"
+        );
+    } else {
+        tracing::debug!(
+            target: "switchboard::payload",
+            client = conn.label(),
+            message = %String::from_utf8_lossy(bytes),
+        );
     }
 }
 

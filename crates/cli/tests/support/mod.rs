@@ -45,20 +45,32 @@ impl HubProcess {
     /// Starts `switchboard serve ARGS` with extra environment variables and
     /// waits until `DIR/hub.json` names this process.
     pub fn start_with(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> HubProcess {
+        Self::start_configured(dir, args, env, |_| {})
+    }
+
+    /// Like [`HubProcess::start_with`], with a last say on the command (for
+    /// example a `pre_exec` that sets the umask).
+    pub fn start_configured(
+        dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        configure: impl FnOnce(&mut Command),
+    ) -> HubProcess {
         // The log sits next to the hub directory, one file per process.
         static STARTED: AtomicUsize = AtomicUsize::new(0);
         let n = STARTED.fetch_add(1, Ordering::Relaxed);
         let log_path = dir.with_extension(format!("serve-{n}.log"));
         let stderr = File::create(&log_path).expect("create log file");
-        let child = Command::new(binary())
+        let mut command = Command::new(binary());
+        command
             .arg("serve")
             .args(args)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn switchboard serve");
+            .stderr(stderr);
+        configure(&mut command);
+        let child = command.spawn().expect("spawn switchboard serve");
         let mut hub = HubProcess {
             child,
             dir: dir.to_owned(),
@@ -242,5 +254,123 @@ impl LineClient {
         let response = self.request("initialize", json!({"authToken": token}));
         assert!(response.get("result").is_some(), "initialize: {response}");
         response["result"].clone()
+    }
+}
+
+/// One HTTP/1.1 response from the hub's WebSocket port.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    /// The status line and the headers, as sent.
+    pub head: String,
+    pub body: String,
+}
+
+impl HttpResponse {
+    /// Header names, lower-cased.
+    pub fn header_names(&self) -> Vec<String> {
+        self.head
+            .lines()
+            .skip(1)
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, _)| name.trim().to_ascii_lowercase())
+            .collect()
+    }
+}
+
+impl HubProcess {
+    /// `127.0.0.1:PORT` of the WebSocket (and metrics) listener.
+    pub fn ws_address(&self) -> String {
+        self.info["ws"]
+            .as_str()
+            .expect("the hub serves a WebSocket port")
+            .trim_start_matches("ws://")
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    /// `GET path` with `Host: <the listener's address>` unless `headers`
+    /// names a Host.
+    pub fn http_get(&self, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
+        let address = self.ws_address();
+        let mut request = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+            request.push_str(&format!("Host: {address}\r\n"));
+        }
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("\r\n");
+        http_exchange(&address, &request)
+    }
+
+    /// `GET /metrics` (Prometheus text).
+    pub fn metrics(&self) -> String {
+        let response = self.http_get("/metrics", &[]);
+        assert_eq!(response.status, 200, "GET /metrics: {response:?}");
+        response.body
+    }
+
+    /// Waits until the `/metrics` sample `sample` has `value`.
+    pub fn wait_for_metric(&self, sample: &str, value: u64) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = self.metrics();
+            if metric_value(&text, sample) == value {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{sample} never became {value} within {WAIT:?}:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The value of one sample in Prometheus text, e.g.
+/// `switchboard_requests_failed_total{reason="disconnected"}`.
+pub fn metric_value(text: &str, sample: &str) -> u64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no sample {sample} in:\n{text}"))
+        .parse()
+        .unwrap_or_else(|_| panic!("{sample} is not an integer"))
+}
+
+/// Sends `request` (a whole HTTP request, head and body) to `address` and
+/// reads the response until the hub closes the connection (bounded by
+/// [`WAIT`]). For an upgrade that succeeds, reads only the head.
+pub fn http_exchange(address: &str, request: &str) -> HttpResponse {
+    use std::io::Read;
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to the WebSocket port");
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    stream
+        .write_all(request.as_bytes())
+        .expect("send the request");
+    let mut response = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&chunk[..n]),
+            Err(error) => panic!("reading the response to {request:?}: {error}"),
+        }
+        // A 101 keeps the connection open: the head is all there is to read.
+        if response.starts_with(b"HTTP/1.1 101") && response.windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"));
+    HttpResponse {
+        status,
+        head: head.to_owned(),
+        body: body.to_owned(),
     }
 }
