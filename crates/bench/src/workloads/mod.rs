@@ -1,0 +1,107 @@
+//! The workloads, each run against any system by the same code.
+
+pub mod callgrind;
+pub mod notify;
+pub mod request;
+pub mod scale;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::systems::floor::FloorProcess;
+use crate::systems::hub::HubProcess;
+use crate::systems::nats::NatsProcess;
+use crate::systems::System;
+
+/// The three servers, started once and shared by the throughput and latency
+/// workloads.
+pub struct Servers {
+    pub hub: HubProcess,
+    pub nats: NatsProcess,
+    pub floor: FloorProcess,
+}
+
+impl Servers {
+    /// The PID whose CPU time a run of `system` is charged to.
+    pub fn pid(&self, system: System) -> u32 {
+        match system {
+            System::HubUnix | System::HubWs => self.hub.pid(),
+            System::Nats => self.nats.pid(),
+            System::Floor => self.floor.pid(),
+        }
+    }
+}
+
+/// Deliveries counted by receivers: totals, and when the last one came.
+pub struct Tally {
+    base: Instant,
+    count: AtomicU64,
+    last_ns: AtomicU64,
+    problem: Mutex<Option<String>>,
+}
+
+impl Tally {
+    pub fn new(base: Instant) -> Self {
+        Tally {
+            base,
+            count: AtomicU64::new(0),
+            last_ns: AtomicU64::new(0),
+            problem: Mutex::new(None),
+        }
+    }
+
+    /// Records `n` deliveries now.
+    pub fn add(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.count.fetch_add(n, Ordering::Relaxed);
+        let now = self.base.elapsed().as_nanos() as u64;
+        self.last_ns.fetch_max(now, Ordering::Relaxed);
+    }
+
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// When the last delivery was counted.
+    pub fn last(&self) -> Instant {
+        self.base + Duration::from_nanos(self.last_ns.load(Ordering::Relaxed))
+    }
+
+    /// Notes something that makes the run invalid (the first one wins).
+    pub fn problem(&self, what: String) {
+        self.problem.lock().get_or_insert(what);
+    }
+
+    pub fn take_problem(&self) -> Option<String> {
+        self.problem.lock().take()
+    }
+}
+
+/// CPU seconds of a server and of the harness over a run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CpuSpent {
+    pub server: f64,
+    pub harness: f64,
+}
+
+/// Reads both CPU clocks now.
+pub fn cpu_now(server_pid: u32) -> anyhow::Result<CpuSpent> {
+    Ok(CpuSpent {
+        server: crate::procfs::cpu_seconds(server_pid)?,
+        harness: crate::procfs::own_cpu_seconds()?,
+    })
+}
+
+impl std::ops::Sub for CpuSpent {
+    type Output = CpuSpent;
+    fn sub(self, before: CpuSpent) -> CpuSpent {
+        CpuSpent {
+            server: self.server - before.server,
+            harness: self.harness - before.harness,
+        }
+    }
+}
