@@ -14,9 +14,10 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
-use switchboard_protocol::hub::{check_method_name, MethodNameError, NotifyParams};
-use switchboard_protocol::jsonrpc::{json_str, ErrorObject, Outcome};
+use switchboard_protocol::hub::{check_method_name, MethodNameError};
+use switchboard_protocol::jsonrpc::{json_str_text, ErrorObject, Outcome};
 use switchboard_protocol::limits::names;
+use switchboard_protocol::scan;
 use switchboard_protocol::ErrorCode;
 use tokio::time::Instant;
 
@@ -29,22 +30,66 @@ use crate::reply;
 use crate::state::HubState;
 use crate::wire::{self, Routed, RoutedHeader};
 
+/// The members of `clientService/notify` and `clientService/request`
+/// params, found by one walk over params that `jsonrpc::decode` has already
+/// validated (`protocol::scan`): the payload is skipped, never parsed twice.
+#[derive(Default)]
+struct RawCall<'a> {
+    service_id: Option<&'a str>,
+    method: Option<&'a str>,
+    params: Option<&'a str>,
+    timeout_ms: Option<&'a str>,
+}
+
+impl<'a> RawCall<'a> {
+    /// `Err(field)`: params are not an object (`params`), or a member appears
+    /// twice (that member).
+    fn scan(params: Option<&'a RawValue>) -> Result<Self, &'static str> {
+        // Params are an object, as for every hub method.
+        let params = params
+            .filter(|p| p.get().starts_with('{'))
+            .ok_or("params")?;
+        let mut call = RawCall::default();
+        for (key, value) in scan::members(params) {
+            let (slot, field) = if scan::key_is(key, "serviceId") {
+                (&mut call.service_id, "serviceId")
+            } else if scan::key_is(key, "method") {
+                (&mut call.method, "method")
+            } else if scan::key_is(key, "params") {
+                (&mut call.params, "params")
+            } else if scan::key_is(key, "timeoutMs") {
+                (&mut call.timeout_ms, "timeoutMs")
+            } else {
+                continue;
+            };
+            if slot.replace(value).is_some() {
+                return Err(field);
+            }
+        }
+        Ok(call)
+    }
+}
+
 /// Forwards `clientService/notify`. Never answers the sender: every failure
 /// is a silent, counted drop.
 pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option<&RawValue>) {
     let counters = &sender.counters;
-    // Params are an object, as for every hub method: serde would also accept
-    // an array by position, which the spec does not define.
-    let Some(params) = params
-        .filter(|p| p.get().starts_with('{'))
-        .and_then(|p| serde_json::from_str::<NotifyParams<'_>>(p.get()).ok())
+    let Ok(RawCall {
+        service_id: Some(service_id),
+        method: Some(method),
+        params,
+        ..
+    }) = RawCall::scan(params)
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
-    if method_name(params.method, hub.limits.max_method_bytes).is_err() {
+    let Some(service_id) = json_str_text(service_id) else {
+        return counters.notification_dropped(NotifyDrop::Malformed);
+    };
+    if method_name(method, hub.limits.max_method_bytes).is_err() {
         return counters.notification_dropped(NotifyDrop::Malformed);
     }
-    let Some(route) = hub.registry.route(&params.service_id) else {
+    let Some(route) = hub.registry.route(&service_id) else {
         return counters.notification_dropped(NotifyDrop::UnknownService);
     };
     if !hub
@@ -63,15 +108,7 @@ pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option
     let pushed = route.owner.out.push_if(
         Class::Sheddable,
         || route.gone().is_none(),
-        |buf| {
-            wire::routed(
-                buf,
-                Routed::Notification,
-                &header,
-                params.method,
-                params.params,
-            )
-        },
+        |buf| wire::routed(buf, Routed::Notification, &header, method, params),
     );
     match pushed {
         Pushed::Queued => Counters::inc(&counters.notifications_forwarded),
@@ -80,9 +117,9 @@ pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option
     }
 }
 
-/// The decoded text of a raw method name, checked against the spec's rule.
-fn method_name(raw: &RawValue, max: u64) -> Result<(), ErrorObject> {
-    let Some(name) = json_str(raw) else {
+/// Checks a raw method name (a JSON string) against the spec's rule.
+fn method_name(raw: &str, max: u64) -> Result<(), ErrorObject> {
+    let Some(name) = json_str_text(raw) else {
         return Err(reply::invalid_params("method", "method must be a string"));
     };
     check_method_name(&name, max).map_err(|error| match error {
@@ -93,27 +130,11 @@ fn method_name(raw: &RawValue, max: u64) -> Result<(), ErrorObject> {
     })
 }
 
-/// `clientService/request` params, every member raw so each can be checked
-/// on its own and a bad one named in `data.field`.
-#[derive(Deserialize)]
-struct RawRequest<'a> {
-    #[serde(borrow, default, rename = "serviceId")]
-    service_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    /// `present`: `"timeoutMs": null` is refused like any other non-integer,
-    /// not taken for "absent" (which would mean the default timeout).
-    #[serde(borrow, default, rename = "timeoutMs", deserialize_with = "present")]
-    timeout_ms: Option<&'a RawValue>,
-}
-
 /// A request that passed every check that needs no state.
 struct Accepted<'a> {
     service_id: std::borrow::Cow<'a, str>,
-    method: &'a RawValue,
-    params: Option<&'a RawValue>,
+    method: &'a str,
+    params: Option<&'a str>,
     timeout_ms: u64,
 }
 
@@ -122,14 +143,13 @@ fn check_request<'a>(
     params: Option<&'a RawValue>,
 ) -> Result<Accepted<'a>, ErrorObject> {
     const SHAPE: &str = "clientService/request params are {serviceId, method, params?, timeoutMs?}";
-    let raw = params
-        .filter(|p| p.get().starts_with('{'))
-        .ok_or_else(|| reply::invalid_params("params", SHAPE))?;
-    let request: RawRequest<'a> = serde_json::from_str(raw.get())
-        .map_err(|error| reply::invalid_params("params", format!("{SHAPE}: {error}")))?;
+    let request = RawCall::scan(params).map_err(|field| match field {
+        "params" => reply::invalid_params("params", SHAPE),
+        field => reply::invalid_params(field, format!("{field} appears twice")),
+    })?;
     let service_id = request
         .service_id
-        .and_then(json_str)
+        .and_then(json_str_text)
         .ok_or_else(|| reply::invalid_params("serviceId", "serviceId must be a string"))?;
     let method = request
         .method
@@ -138,18 +158,17 @@ fn check_request<'a>(
     let limits = &hub.limits;
     let timeout_ms = match request.timeout_ms {
         None => limits.default_request_timeout_ms,
-        Some(raw) => match raw.get().parse::<u64>() {
+        // `"timeoutMs": null` is refused like any other non-integer, not
+        // taken for "absent" (which would mean the default timeout).
+        Some(raw) => match raw.parse::<u64>() {
             Ok(ms) if ms >= 1 && ms <= limits.max_request_timeout_ms => ms,
-            _ => {
-                return Err(reply::invalid_params(
-                    "timeoutMs",
-                    format!(
-                        "timeoutMs must be an integer from 1 to {} (maxRequestTimeoutMs), not {}",
-                        limits.max_request_timeout_ms,
-                        raw.get()
-                    ),
-                ))
-            }
+            _ => return Err(reply::invalid_params(
+                "timeoutMs",
+                format!(
+                    "timeoutMs must be an integer from 1 to {} (maxRequestTimeoutMs), not {raw}",
+                    limits.max_request_timeout_ms,
+                ),
+            )),
         },
     };
     Ok(Accepted {

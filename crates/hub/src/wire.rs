@@ -97,8 +97,8 @@ pub fn routed(
     buf: &mut Vec<u8>,
     kind: Routed,
     header: &RoutedHeader<'_>,
-    method: &RawValue,
-    params: Option<&RawValue>,
+    method: &str,
+    params: Option<&str>,
 ) {
     match kind {
         Routed::Notification => buf.extend_from_slice(
@@ -115,10 +115,10 @@ pub fn routed(
     buf.push(b',');
     buf.extend_from_slice(header.sender_fields.as_bytes());
     buf.extend_from_slice(b",\"method\":");
-    buf.extend_from_slice(method.get().as_bytes());
+    buf.extend_from_slice(method.as_bytes());
     if let Some(params) = params {
         buf.extend_from_slice(b",\"params\":");
-        buf.extend_from_slice(params.get().as_bytes());
+        buf.extend_from_slice(params.as_bytes());
     }
     buf.extend_from_slice(b"}}\n");
 }
@@ -178,13 +178,12 @@ mod tests {
             service_id_json: "\"svc-1\"",
             sender_fields: &fields,
         };
-        let params = raw(r#"{ "a" : [1, 2.50] }"#);
         routed(
             &mut buf,
             Routed::Request(9),
             &header,
-            &raw("\"math/add\""),
-            Some(&params),
+            "\"math/add\"",
+            Some(r#"{ "a" : [1, 2.50] }"#),
         );
         let text = std::str::from_utf8(&buf).unwrap();
         assert!(text.contains(r#""params":{ "a" : [1, 2.50] }}}"#), "{text}");
@@ -206,7 +205,7 @@ mod tests {
             service_id_json: "\"s\"",
             sender_fields: &fields,
         };
-        routed(&mut buf, Routed::Notification, &header, &raw("\"m\""), None);
+        routed(&mut buf, Routed::Notification, &header, "\"m\"", None);
         let value = parse(&buf);
         assert!(value.get("id").is_none());
         assert!(value["params"].get("params").is_none());

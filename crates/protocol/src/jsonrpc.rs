@@ -108,7 +108,17 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
     if first != Some(b'{') {
         return Err(not_an_object(bytes, first));
     }
-    let envelope: Envelope<'_> = serde_json::from_slice(bytes).map_err(|error| {
+    // One UTF-8 check for the whole message: decoding from `&str` lets the
+    // borrowed raw members skip serde_json's per-member re-check.
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        return Err(DecodeError {
+            code: ErrorCode::ParseError,
+            id: None,
+            reason: "notJson",
+            message: "message is not valid JSON: it is not UTF-8".into(),
+        });
+    };
+    let envelope: Envelope<'_> = serde_json::from_str(text).map_err(|error| {
         let code = match error.classify() {
             serde_json::error::Category::Data => ErrorCode::InvalidRequest,
             _ => ErrorCode::ParseError,
@@ -233,7 +243,11 @@ fn is_valid_id(id: &RawValue) -> bool {
 /// The text of a raw JSON string, borrowed when it has no escapes; `None` when
 /// the value is not a string.
 pub fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
+    json_str_text(raw.get())
+}
+
+/// [`json_str`] over the text of a JSON value known to be valid.
+pub fn json_str_text(text: &str) -> Option<Cow<'_, str>> {
     if !text.starts_with('"') {
         return None;
     }

@@ -6,6 +6,7 @@
 //! - [`error`]: the error codes and the shapes of their `data`;
 //! - [`limits`]: the bounds table;
 //! - [`principal`]: who is behind a connection;
+//! - [`scan`]: the members of an already-validated object, without re-parsing;
 //! - [`discovery`]: the hub directory rule and `hub.json`;
 //! - [`tool_call`]: the `tool-provider` contract of `tool-call.md`.
 
@@ -15,6 +16,7 @@ pub mod hub;
 pub mod jsonrpc;
 pub mod limits;
 pub mod principal;
+pub mod scan;
 pub mod tool_call;
 
 pub use error::ErrorCode;

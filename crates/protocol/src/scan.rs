@@ -1,0 +1,208 @@
+//! Finding the members of a JSON object that has already been validated.
+//!
+//! The hub validates each message once, with serde_json, while decoding the
+//! envelope (`jsonrpc::decode`); `params` comes out of that pass as a
+//! borrowed `RawValue`. Decoding `params` again with serde would validate
+//! the whole payload a second time, and the payload is most of the message.
+//! [`members`] instead walks the object's top level and *skips* each value
+//! (quotes, escapes and brackets only), which is what routing needs: the
+//! bytes of `serviceId`, `method` and `params`, payload untouched.
+//!
+//! Only call it on text serde_json has validated (a `RawValue`): it does not
+//! check syntax, it only relies on it.
+
+use serde_json::value::RawValue;
+
+/// The members of the JSON object `object`, as (raw key, raw value): the key
+/// is the JSON string with its quotes, the value the exact bytes of the value.
+/// Yields nothing when `object` is not an object.
+pub fn members(object: &RawValue) -> Members<'_> {
+    let text = object.get();
+    let bytes = text.as_bytes();
+    let start = if bytes.first() == Some(&b'{') {
+        1
+    } else {
+        bytes.len()
+    };
+    Members { text, at: start }
+}
+
+pub struct Members<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let bytes = self.text.as_bytes();
+        let mut i = skip_space(bytes, self.at);
+        if bytes.get(i) == Some(&b',') {
+            i = skip_space(bytes, i + 1);
+        }
+        if bytes.get(i) != Some(&b'"') {
+            self.at = bytes.len();
+            return None;
+        }
+        let key_end = string_end(bytes, i);
+        let key = &self.text[i..key_end];
+        i = skip_space(bytes, key_end);
+        // A validated object has ':' here.
+        i = skip_space(bytes, i + 1);
+        let value_end = value_end(bytes, i);
+        let value = &self.text[i..value_end];
+        self.at = value_end;
+        Some((key, value))
+    }
+}
+
+fn skip_space(bytes: &[u8], mut i: usize) -> usize {
+    while matches!(bytes.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// `bytes[start]` is an opening quote; the index just past the closing one.
+fn string_end(bytes: &[u8], start: usize) -> usize {
+    let mut i = start + 1;
+    while let Some(offset) = memchr::memchr2(b'"', b'\\', &bytes[i..]) {
+        i += offset;
+        if bytes[i] == b'\\' {
+            i += 2;
+        } else {
+            return i + 1;
+        }
+    }
+    bytes.len()
+}
+
+/// `bytes[start]` starts a value; the index just past it.
+fn value_end(bytes: &[u8], start: usize) -> usize {
+    match bytes.get(start) {
+        Some(b'"') => string_end(bytes, start),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = start;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'"' => {
+                        i = string_end(bytes, i);
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return i + 1;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            bytes.len()
+        }
+        Some(_) => {
+            let mut i = start;
+            while !matches!(
+                bytes.get(i),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                i += 1;
+            }
+            i
+        }
+        None => start,
+    }
+}
+
+/// The member named `name` (compared with the raw key, so a key written with
+/// escapes is decoded first). `Err(())` when the name appears twice: a
+/// duplicate member is as malformed here as it is to serde.
+pub fn member<'a>(object: &'a RawValue, name: &str) -> Result<Option<&'a str>, ()> {
+    let mut found = None;
+    for (key, value) in members(object) {
+        if key_is(key, name) {
+            if found.is_some() {
+                return Err(());
+            }
+            found = Some(value);
+        }
+    }
+    Ok(found)
+}
+
+/// Whether a raw JSON string `key` (quotes included) is `name`.
+pub fn key_is(key: &str, name: &str) -> bool {
+    let inner = &key[1..key.len() - 1];
+    if !inner.contains('\\') {
+        return inner == name;
+    }
+    serde_json::from_str::<String>(key).is_ok_and(|decoded| decoded == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).unwrap()
+    }
+
+    fn all(text: &str) -> Vec<(String, String)> {
+        let value = raw(text);
+        members(&value)
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn finds_every_member_with_exact_bytes() {
+        let text = r#" { "a" : 1 , "b":"x\"}y" ,"c" : { "d": [1, {"e": "]"}], "f": null } , "g":[ ] ,"h":-1.5e3 } "#;
+        let value = RawValue::from_string(text.trim().to_owned()).unwrap();
+        let found: Vec<(&str, &str)> = members(&value).collect();
+        assert_eq!(
+            found,
+            vec![
+                ("\"a\"", "1"),
+                ("\"b\"", r#""x\"}y""#),
+                ("\"c\"", r#"{ "d": [1, {"e": "]"}], "f": null }"#),
+                ("\"g\"", "[ ]"),
+                ("\"h\"", "-1.5e3"),
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_objects_and_non_objects_have_no_members() {
+        assert!(all("{}").is_empty());
+        assert!(all("{ }").is_empty());
+        assert!(all("[1,2]").is_empty());
+        assert!(all("\"s\"").is_empty());
+    }
+
+    #[test]
+    fn member_lookup_decodes_escaped_keys_and_refuses_duplicates() {
+        let value = raw(r#"{"service\u0049d":"s1","method":"m"}"#);
+        assert_eq!(member(&value, "serviceId"), Ok(Some("\"s1\"")));
+        assert_eq!(member(&value, "params"), Ok(None));
+        let value = raw(r#"{"method":"a","method":"b"}"#);
+        assert_eq!(member(&value, "method"), Err(()));
+    }
+
+    #[test]
+    fn agrees_with_serde_on_nested_values() {
+        let text = r#"{"k":{"s":"\\","t":"\\\"","u":[["]"],{"}":"{"}]},"z":true}"#;
+        let parsed: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(text).unwrap();
+        let value = raw(text);
+        for (key, member) in members(&value) {
+            let key: String = serde_json::from_str(key).unwrap();
+            let member: serde_json::Value = serde_json::from_str(member).unwrap();
+            assert_eq!(parsed[&key], member);
+        }
+        assert_eq!(members(&value).count(), parsed.len());
+    }
+}
