@@ -66,6 +66,10 @@ pub struct Conn {
     pub pending: Mutex<OwnerPending>,
     /// Incremented only by this connection's reader (no cross-core contention).
     pub counters: Counters,
+    /// Connections whose queues this connection's messages pushed past their
+    /// soft watermark: its reader lets them drain before reading on. Touched
+    /// only by this connection's reader.
+    backlog: Mutex<Vec<Arc<Conn>>>,
 }
 
 impl Conn {
@@ -78,7 +82,21 @@ impl Conn {
             calls: Mutex::new(CallerIndex::default()),
             pending: Mutex::new(OwnerPending::default()),
             counters: Counters::default(),
+            backlog: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Notes that a push to `destination` answered `Congested`.
+    pub fn wait_for(&self, destination: &Arc<Conn>) {
+        let mut backlog = self.backlog.lock();
+        if !backlog.iter().any(|c| c.id == destination.id) {
+            backlog.push(destination.clone());
+        }
+    }
+
+    /// Takes the destinations to let drain (see `wait_for`).
+    pub fn take_backlog(&self) -> Vec<Arc<Conn>> {
+        std::mem::take(&mut *self.backlog.lock())
     }
 
     pub fn identity(&self) -> Option<&Identity> {

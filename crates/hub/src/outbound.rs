@@ -6,6 +6,14 @@
 //! with one syscall where it can, so writes are batched by construction:
 //! everything pushed while a write is under way goes out in the next one.
 //!
+//! Flow control, before any shedding: a push that leaves the queue above a
+//! soft watermark answers [`Pushed::Congested`], and the connection whose
+//! message it was lets this queue drain (bounded) before it reads on (see
+//! `transport::let_destinations_drain`). A queue that does not drain within
+//! that bound is marked *stalled*, and pushes to it stop asking senders to
+//! wait until it drains: one slow receiver costs each sender one bounded
+//! pause, not a standing brake.
+//!
 //! Overload policy (spec section 8), decided here and nowhere else:
 //! - a notification is shed when the queue already holds more than
 //!   `notifyShedBytes`;
@@ -37,6 +45,9 @@ pub enum Class {
 #[must_use]
 pub enum Pushed {
     Queued,
+    /// Queued, and the queue is above its soft watermark: the sender should
+    /// let it drain before reading more.
+    Congested,
     /// Dropped by the overload policy (notifications only).
     Shed,
     /// The connection is closing or closed; the message was dropped.
@@ -62,17 +73,29 @@ struct State {
     status: Status,
     /// The abort was the overload policy's (for metrics and logs).
     slow_consumer: bool,
+    /// A sender waited for this queue to drain and gave up; cleared once it
+    /// drains below the soft watermark.
+    stalled: bool,
 }
 
 pub struct Outbound {
     state: Mutex<State>,
     writer_wake: Notify,
+    /// Signalled when the writer brings the queue down to `soft_bytes`.
+    drained: Notify,
     /// Cancelled when the connection should stop reading (drain or abort).
     stop: CancellationToken,
     /// Cancelled when the connection is aborted: a write under way is abandoned.
     abort: CancellationToken,
+    soft_bytes: usize,
     shed_bytes: usize,
     slow_bytes: usize,
+}
+
+/// The soft watermark: a quarter of `notifyShedBytes`, at most 1 MiB, so a
+/// sender is slowed down well before anything is shed.
+fn soft_watermark(shed_bytes: usize) -> usize {
+    (shed_bytes / 4).min(1024 * 1024)
 }
 
 /// What the writer should do next.
@@ -91,10 +114,13 @@ impl Outbound {
                 queued: 0,
                 status: Status::Open,
                 slow_consumer: false,
+                stalled: false,
             }),
             writer_wake: Notify::new(),
+            drained: Notify::new(),
             stop: CancellationToken::new(),
             abort: CancellationToken::new(),
+            soft_bytes: soft_watermark(usize::try_from(shed_bytes).unwrap_or(usize::MAX)),
             shed_bytes: usize::try_from(shed_bytes).unwrap_or(usize::MAX),
             slow_bytes: usize::try_from(slow_bytes).unwrap_or(usize::MAX),
         }
@@ -135,16 +161,45 @@ impl Outbound {
             self.abort.cancel();
             self.stop.cancel();
             self.writer_wake.notify_one();
+            self.drained.notify_waiters();
             return Pushed::SlowConsumer;
         }
         let was_idle = before == 0;
+        let congested = state.queued > self.soft_bytes && !state.stalled;
         drop(state);
         if was_idle {
             // One wake-up per batch, not per message: a non-empty buffer
             // means the writer has already been told.
             self.writer_wake.notify_one();
         }
-        Pushed::Queued
+        if congested {
+            Pushed::Congested
+        } else {
+            Pushed::Queued
+        }
+    }
+
+    /// Resolves once the queue is at or below its soft watermark, or the
+    /// connection is closing (callers bound the wait).
+    pub async fn drained(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let state = self.state.lock();
+                if state.queued <= self.soft_bytes || state.status != Status::Open {
+                    return;
+                }
+            }
+            drained.await;
+        }
+    }
+
+    /// A sender gave up waiting for this queue: stop asking senders to wait
+    /// until it drains.
+    pub fn mark_stalled(&self) {
+        self.state.lock().stalled = true;
     }
 
     /// Stop accepting messages; the writer drains what is queued, then closes.
@@ -156,6 +211,7 @@ impl Outbound {
         drop(state);
         self.stop.cancel();
         self.writer_wake.notify_one();
+        self.drained.notify_waiters();
     }
 
     /// Close now, discarding queued bytes.
@@ -164,6 +220,7 @@ impl Outbound {
         state.status = Status::Aborted;
         state.buf = Vec::new();
         drop(state);
+        self.drained.notify_waiters();
         self.abort.cancel();
         self.stop.cancel();
         self.writer_wake.notify_one();
@@ -230,7 +287,14 @@ impl Outbound {
     pub fn written(&self, buf: &mut Vec<u8>) {
         let mut state = self.state.lock();
         state.queued = state.queued.saturating_sub(buf.len());
+        let drained = state.queued <= self.soft_bytes;
+        if drained {
+            state.stalled = false;
+        }
         drop(state);
+        if drained {
+            self.drained.notify_waiters();
+        }
         buf.clear();
         if buf.capacity() > KEEP_CAPACITY {
             *buf = Vec::new();
@@ -241,6 +305,23 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn congestion_clears_when_the_writer_drains_or_a_sender_gives_up() {
+        let out = Outbound::new(4 * 8, 1000); // soft watermark: 8 bytes
+        assert_eq!(out.push(Class::Essential, line("1234567")), Pushed::Queued); // 8: at it
+        assert_eq!(out.push(Class::Essential, line("")), Pushed::Congested); // 9: above
+        // A sender that gives up marks the queue stalled: no more waiting on it.
+        out.mark_stalled();
+        assert_eq!(out.push(Class::Essential, line("")), Pushed::Queued);
+        let mut buf = Vec::new();
+        assert!(matches!(out.next_batch(&mut buf).await, Batch::Write));
+        let drained = out.drained();
+        out.written(&mut buf);
+        drained.await;
+        // Drained: the stall is forgotten, congestion is reported again.
+        assert_eq!(out.push(Class::Essential, line("12345678")), Pushed::Congested);
+    }
 
     fn line(text: &str) -> impl FnOnce(&mut Vec<u8>) + '_ {
         move |buf| {
@@ -265,10 +346,12 @@ mod tests {
     #[tokio::test]
     async fn notifications_shed_at_the_threshold_but_essentials_queue() {
         let out = Outbound::new(4, 100);
-        assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Queued); // 4 bytes: at the bound
-        assert_eq!(out.push(Class::Sheddable, line("y")), Pushed::Queued); // 6 bytes: above it
+        // Over the soft watermark (a quarter of the shed bound) the sender is
+        // asked to wait; shedding starts above the shed bound itself.
+        assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Congested); // 4 bytes: at the bound
+        assert_eq!(out.push(Class::Sheddable, line("y")), Pushed::Congested); // 6 bytes: above it
         assert_eq!(out.push(Class::Sheddable, line("x")), Pushed::Shed);
-        assert_eq!(out.push(Class::Essential, line("resp")), Pushed::Queued);
+        assert_eq!(out.push(Class::Essential, line("resp")), Pushed::Congested);
         assert_eq!(out.queued_bytes(), 11);
     }
 
@@ -277,7 +360,7 @@ mod tests {
         let out = Outbound::new(4, 10);
         assert_eq!(
             out.push(Class::Essential, line("123456789")),
-            Pushed::Queued
+            Pushed::Congested
         ); // 10 bytes: at the bound
         assert_eq!(out.push(Class::Essential, line("")), Pushed::SlowConsumer);
         assert!(out.is_aborted());

@@ -112,6 +112,10 @@ pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option
     );
     match pushed {
         Pushed::Queued => Counters::inc(&counters.notifications_forwarded),
+        Pushed::Congested => {
+            Counters::inc(&counters.notifications_forwarded);
+            sender.wait_for(&route.owner);
+        }
         Pushed::Shed => counters.notification_dropped(NotifyDrop::Shed),
         Pushed::Closed | Pushed::SlowConsumer => counters.notification_dropped(NotifyDrop::Closed),
     }
@@ -306,7 +310,7 @@ pub fn request(
             // (also queued under it) can never overtake the request itself.
             // If the owner's queue refuses it, the owner is going away and its
             // teardown fails this entry with -32052.
-            let _: Pushed = route.owner.out.push(Class::Essential, |buf| {
+            let pushed = route.owner.out.push(Class::Essential, |buf| {
                 wire::routed(
                     buf,
                     Routed::Request(forwarded_id),
@@ -315,6 +319,9 @@ pub fn request(
                     request.params,
                 )
             });
+            if pushed == Pushed::Congested {
+                caller.wait_for(&route.owner);
+            }
             None
         }
     };
@@ -372,7 +379,7 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
     let caller_id = entry.caller_id.as_str();
     let max_data = hub.limits.max_error_data_bytes;
-    let _: Pushed = entry
+    let pushed = entry
         .caller
         .out
         .push(Class::Essential, |buf| match outcome {
@@ -391,6 +398,9 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
                 ),
             },
         });
+    if pushed == Pushed::Congested {
+        owner.wait_for(&entry.caller);
+    }
     Counters::inc(&owner.counters.requests_completed);
 }
 

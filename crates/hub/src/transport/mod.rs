@@ -19,6 +19,32 @@ pub mod ws;
 /// How long a closing connection may take to flush what is queued for it.
 pub const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
+/// The longest a reader pauses for the queues it congested (flow control).
+pub const STALL_BOUND: Duration = Duration::from_millis(20);
+
+/// Flow control, between two reads: waits for every queue this connection's
+/// messages pushed past its soft watermark to drain, at most [`STALL_BOUND`]
+/// in all. A queue that does not drain in time is marked stalled, so no
+/// sender waits on it again until it drains (see `outbound.rs`).
+///
+/// Only this connection's own reading pauses; nothing it queued is delayed,
+/// and no other connection waits.
+pub async fn let_destinations_drain(conn: &Conn) {
+    let backlog = conn.take_backlog();
+    if backlog.is_empty() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + STALL_BOUND;
+    for destination in backlog {
+        if tokio::time::timeout_at(deadline, destination.out.drained())
+            .await
+            .is_err()
+        {
+            destination.out.mark_stalled();
+        }
+    }
+}
+
 /// Runs one connection to its end: read until EOF, error or a stop signal;
 /// tear down (services, pending requests, subscription); give the writer at
 /// most [`FLUSH_GRACE`] to flush; forget the connection.

@@ -24,6 +24,8 @@ use crate::transport;
 use crate::wire;
 
 const READ_CHUNK: usize = 64 * 1024;
+/// Reads (of up to `READ_CHUNK`) handled before the reader yields.
+const READS_PER_TURN: usize = 4;
 /// A split line's buffer above this size is freed once the line is handled.
 const KEEP_PARTIAL: usize = 64 * 1024;
 
@@ -103,9 +105,11 @@ async fn read_lines(mut session: Session, socket: OwnedReadHalf) {
         if flow == Flow::Close {
             return;
         }
-        // try_read does not count against tokio's budget; yield now and then
-        // so one busy sender cannot hold a worker thread.
-        tokio::task::consume_budget().await;
+        transport::let_destinations_drain(&conn).await;
+        // try_read does not count against tokio's budget: yield after every
+        // bounded read so the writers this sender fills get to run, and one
+        // busy sender cannot hold a worker thread.
+        tokio::task::yield_now().await;
     }
 }
 
@@ -118,7 +122,7 @@ fn read_ready(
     session: &mut Session,
     max: usize,
 ) -> Flow {
-    for _ in 0..16 {
+    for _ in 0..READS_PER_TURN {
         match socket.try_read(buf) {
             Ok(0) => {
                 // EOF. A last message without its newline still counts.

@@ -200,6 +200,7 @@ async fn read_frames(mut session: Session, mut frames: SplitStream<Socket>) {
         if flow == Flow::Close {
             return;
         }
+        transport::let_destinations_drain(&conn).await;
     }
 }
 
