@@ -311,7 +311,7 @@ mod tests {
         let out = Outbound::new(4 * 8, 1000); // soft watermark: 8 bytes
         assert_eq!(out.push(Class::Essential, line("1234567")), Pushed::Queued); // 8: at it
         assert_eq!(out.push(Class::Essential, line("")), Pushed::Congested); // 9: above
-        // A sender that gives up marks the queue stalled: no more waiting on it.
+                                                                             // A sender that gives up marks the queue stalled: no more waiting on it.
         out.mark_stalled();
         assert_eq!(out.push(Class::Essential, line("")), Pushed::Queued);
         let mut buf = Vec::new();
@@ -320,7 +320,10 @@ mod tests {
         out.written(&mut buf);
         drained.await;
         // Drained: the stall is forgotten, congestion is reported again.
-        assert_eq!(out.push(Class::Essential, line("12345678")), Pushed::Congested);
+        assert_eq!(
+            out.push(Class::Essential, line("12345678")),
+            Pushed::Congested
+        );
     }
 
     fn line(text: &str) -> impl FnOnce(&mut Vec<u8>) + '_ {

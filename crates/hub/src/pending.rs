@@ -169,40 +169,68 @@ impl ForwardIds {
 /// Keys are `(deadline, forwarded id)`, unique because forwarded ids are, so
 /// removing a settled request's deadline can never remove another's. Only the
 /// timer task (`router::run_timers`) pops; anyone inserts and removes.
-#[derive(Default)]
 pub struct Timers {
-    queue: Mutex<BTreeMap<(Instant, u64), Weak<Conn>>>,
+    queue: Mutex<Deadlines>,
     wake: Notify,
+}
+
+struct Deadlines {
+    by_time: BTreeMap<(Instant, u64), Weak<Conn>>,
+    /// When the timer task will next look. An insert wakes it only for a
+    /// deadline before this, so routine requests (deadlines far ahead) cost
+    /// no wake-up at all.
+    next_look: Instant,
+}
+
+/// The timer task looks at least this often, so `next_look` is never far
+/// ahead and an insert rarely has to wake it.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl Default for Timers {
+    fn default() -> Self {
+        Timers {
+            queue: Mutex::new(Deadlines {
+                by_time: BTreeMap::new(),
+                next_look: Instant::now(),
+            }),
+            wake: Notify::new(),
+        }
+    }
 }
 
 impl Timers {
     pub fn insert(&self, deadline: Instant, id: u64, owner: &Arc<Conn>) {
         let mut queue = self.queue.lock();
-        let earliest = queue
-            .first_key_value()
-            .is_none_or(|((first, _), _)| deadline < *first);
-        queue.insert((deadline, id), Arc::downgrade(owner));
+        queue.by_time.insert((deadline, id), Arc::downgrade(owner));
+        let sooner = deadline < queue.next_look;
+        if sooner {
+            queue.next_look = deadline;
+        }
         drop(queue);
-        if earliest {
+        if sooner {
             self.wake.notify_one();
         }
     }
 
     pub fn remove(&self, deadline: Instant, id: u64) {
-        self.queue.lock().remove(&(deadline, id));
+        self.queue.lock().by_time.remove(&(deadline, id));
     }
 
-    /// Pops every deadline at or before `now`; returns them and the next one.
-    pub fn pop_due(&self, now: Instant, due: &mut Vec<(u64, Weak<Conn>)>) -> Option<Instant> {
+    /// Pops every deadline at or before `now` into `due`; returns when the
+    /// timer task should look next.
+    pub fn pop_due(&self, now: Instant, due: &mut Vec<(u64, Weak<Conn>)>) -> Instant {
         let mut queue = self.queue.lock();
-        while let Some(entry) = queue.first_entry() {
+        let mut next = now + LOOK_EVERY;
+        while let Some(entry) = queue.by_time.first_entry() {
             if entry.key().0 > now {
-                return Some(entry.key().0);
+                next = next.min(entry.key().0);
+                break;
             }
             let ((_, id), owner) = entry.remove_entry();
             due.push((id, owner));
         }
-        None
+        queue.next_look = next;
+        next
     }
 
     /// Resolves when a deadline earlier than all others was inserted.
@@ -211,10 +239,10 @@ impl Timers {
     }
 
     pub fn len(&self) -> usize {
-        self.queue.lock().len()
+        self.queue.lock().by_time.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.queue.lock().is_empty()
+        self.queue.lock().by_time.is_empty()
     }
 }

@@ -166,13 +166,15 @@ fn check_request<'a>(
         // taken for "absent" (which would mean the default timeout).
         Some(raw) => match raw.parse::<u64>() {
             Ok(ms) if ms >= 1 && ms <= limits.max_request_timeout_ms => ms,
-            _ => return Err(reply::invalid_params(
-                "timeoutMs",
-                format!(
+            _ => {
+                return Err(reply::invalid_params(
+                    "timeoutMs",
+                    format!(
                     "timeoutMs must be an integer from 1 to {} (maxRequestTimeoutMs), not {raw}",
                     limits.max_request_timeout_ms,
                 ),
-            )),
+                ))
+            }
         },
     };
     Ok(Accepted {
@@ -534,14 +536,8 @@ pub async fn run_timers(hub: Arc<HubState>) {
                 expire(&hub, &owner, forwarded_id);
             }
         }
-        let sleep = async {
-            match next {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
-            () = sleep => {}
+            () = tokio::time::sleep_until(next) => {}
             () = hub.timers.changed() => {}
             () = hub.stopping() => return,
         }
