@@ -51,16 +51,14 @@ impl<'a> RawCall<'a> {
             .ok_or("params")?;
         let mut call = RawCall::default();
         for (key, value) in scan::members(params) {
-            let (slot, field) = if scan::key_is(key, "serviceId") {
-                (&mut call.service_id, "serviceId")
-            } else if scan::key_is(key, "method") {
-                (&mut call.method, "method")
-            } else if scan::key_is(key, "params") {
-                (&mut call.params, "params")
-            } else if scan::key_is(key, "timeoutMs") {
-                (&mut call.timeout_ms, "timeoutMs")
-            } else {
-                continue;
+            // Keys are JSON strings; decoded once, matched by name.
+            let name = json_str_text(key).unwrap_or_default();
+            let (slot, field) = match name.as_ref() {
+                "serviceId" => (&mut call.service_id, "serviceId"),
+                "method" => (&mut call.method, "method"),
+                "params" => (&mut call.params, "params"),
+                "timeoutMs" => (&mut call.timeout_ms, "timeoutMs"),
+                _ => continue,
             };
             if slot.replace(value).is_some() {
                 return Err(field);
