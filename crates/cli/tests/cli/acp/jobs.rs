@@ -1,0 +1,158 @@
+//! Background jobs: private to their session, bounded, and dead when their
+//! session closes.
+
+use agent_client_protocol::v1::schema::{StopReason, ToolCallStatus};
+use serde_json::json;
+
+use crate::acp::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_belongs_to_the_session_that_started_it() {
+    let h = Harness::start().await;
+    let editor = h.editor().await;
+    let a = editor.new_session(&h.workdir).await;
+    let b = editor.new_session(&h.workdir).await;
+    let pipe = PidPipe::create(h.path("pid"));
+    h.model.script(
+        "A starts",
+        vec![
+            use_tool("s1", "job_start", json!({"command": pipe.job_command()})),
+            say("ok"),
+        ],
+    );
+    let prompt = editor.prompt(&a, "A starts");
+    editor.next_permission().await.answer("allow_once");
+    assert_eq!(
+        settle(prompt).await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    let started = &tool_calls(&editor.updates(&a))[0];
+    assert_eq!(started.title, format!("Run `{}`", pipe.job_command()));
+    let job_id = started.raw_output.as_ref().expect("job_start output")["jobId"]
+        .as_str()
+        .expect("a job id")
+        .to_owned();
+    let pid = pipe.read_pid().await;
+
+    // B knows the id, and still cannot read or kill the job.
+    h.model.script(
+        "B snoops",
+        vec![
+            use_tool("b1", "job_output", json!({"jobId": job_id})),
+            use_tool("b2", "job_kill", json!({"jobId": job_id})),
+            say("denied"),
+        ],
+    );
+    assert_eq!(
+        editor
+            .prompt_and_wait(&b, "B snoops")
+            .await
+            .unwrap()
+            .stop_reason,
+        StopReason::EndTurn
+    );
+    let refusal = format!("job {job_id} belongs to another session");
+    let calls = tool_calls(&editor.updates(&b));
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Failed));
+        assert_eq!(call.text, refusal);
+    }
+    let told = &h.model.requests_for("B snoops")[1];
+    let last = told["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "tool");
+    assert_eq!(last["content"], format!("error: {refusal}"));
+    assert!(!process_gone(pid), "B's kill reached A's job");
+
+    // A can read it.
+    h.model.script(
+        "A reads",
+        vec![
+            use_tool("a2", "job_output", json!({"jobId": job_id})),
+            say("read"),
+        ],
+    );
+    editor.prompt_and_wait(&a, "A reads").await.unwrap();
+    let read = &tool_calls(&editor.updates(&a))[1];
+    assert_eq!(read.statuses.last(), Some(&ToolCallStatus::Completed));
+    assert_eq!(read.raw_output.as_ref().unwrap()["exited"], false);
+
+    // Closing A kills it, and sends B nothing.
+    let updates_of_b = editor.updates(&b).len();
+    editor.close_session(&a).await.expect("session/close");
+    assert!(process_gone(pid), "A's job survived session/close");
+    assert_eq!(editor.updates(&b).len(), updates_of_b);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn running_jobs_are_bounded_per_session_and_output_is_a_bounded_tail() {
+    let h = Harness::start().await;
+    let editor = h
+        .editor_with(&["--max-jobs", "2", "--job-output-bytes", "16"])
+        .await;
+    let a = editor.new_session(&h.workdir).await;
+    let b = editor.new_session(&h.workdir).await;
+    h.model.script(
+        "three jobs",
+        vec![
+            use_tool("j1", "job_start", json!({"command": "exec sleep 600"})),
+            use_tool(
+                "j2",
+                "job_start",
+                json!({"command": "printf 0123456789abcdefghij; exec sleep 600"}),
+            ),
+            use_tool("j3", "job_start", json!({"command": "exec sleep 600"})),
+            say("two ran"),
+        ],
+    );
+    let prompt = editor.prompt(&a, "three jobs");
+    editor.next_permission().await.answer("allow_always");
+    assert_eq!(
+        settle(prompt).await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    let calls = tool_calls(&editor.updates(&a));
+    assert_eq!(calls[0].statuses.last(), Some(&ToolCallStatus::Completed));
+    assert_eq!(calls[1].statuses.last(), Some(&ToolCallStatus::Completed));
+    assert_eq!(calls[2].statuses.last(), Some(&ToolCallStatus::Failed));
+    assert_eq!(
+        calls[2].text,
+        "this session already has 2 running jobs; at most 2 may run at once"
+    );
+
+    // The bound is per session: B may still start jobs.
+    h.model.script(
+        "B job",
+        vec![
+            use_tool("jb", "job_start", json!({"command": "exec sleep 600"})),
+            say("ok"),
+        ],
+    );
+    let prompt = editor.prompt(&b, "B job");
+    editor.next_permission().await.answer("allow_once");
+    settle(prompt).await.unwrap();
+    assert_eq!(
+        tool_calls(&editor.updates(&b))[0].statuses.last(),
+        Some(&ToolCallStatus::Completed)
+    );
+
+    // Killing the printing job reports its output's last 16 bytes.
+    let printing = calls[1].raw_output.as_ref().unwrap()["jobId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    h.model.script(
+        "kill it",
+        vec![
+            use_tool("k", "job_kill", json!({"jobId": printing})),
+            say("killed"),
+        ],
+    );
+    editor.prompt_and_wait(&a, "kill it").await.unwrap();
+    let killed = tool_calls(&editor.updates(&a)).pop().unwrap();
+    let report = killed.raw_output.expect("job_kill output");
+    assert_eq!(report["output"], "456789abcdefghij");
+    assert_eq!(report["truncated"], true);
+    assert_eq!(report["exited"], true);
+    assert_eq!(report["signal"], 9);
+}

@@ -1,0 +1,17 @@
+//! The `switchboard` binary's integration tests, linked into one test
+//! binary: one link instead of one per file keeps the release test build
+//! (CI) short. Each module is one former test file (`acp` a directory of
+//! them); the `*support` modules are shared.
+
+mod cli_support;
+mod faults_support;
+mod mcp_support;
+mod support;
+
+mod acp;
+mod cli_commands;
+mod faults;
+mod mcp_gateway;
+mod process;
+mod provide_mcp_fence;
+mod security;

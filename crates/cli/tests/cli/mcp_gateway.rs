@@ -1,0 +1,254 @@
+//! `switchboard mcp` through the official MCP client, against a live hub
+//! with providers started by `switchboard provide-mcp`.
+
+use std::time::Duration;
+
+use crate::mcp_support::*;
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
+use rmcp::service::PeerRequestOptions;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide("alpha");
+    let _beta = hub.provide("beta");
+    let client = hub.client().await;
+    hub.provider_id(&client, "alpha").await;
+    hub.provider_id(&client, "beta").await;
+    let gateway = hub.gateway().await;
+    let names = gateway
+        .wait_for_tools("both providers", |names| {
+            names.iter().any(|n| n == "alpha__echo") && names.iter().any(|n| n == "beta__echo")
+        })
+        .await;
+    assert!(names.contains(&"beta__counter".to_owned()), "{names:?}");
+
+    let result = gateway
+        .call("alpha__echo", json!({"text": "hi"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "hi");
+    assert_ne!(result.is_error, Some(true));
+
+    // rmcp sends a progress token with every request; progress comes back
+    // while the call runs (the tool holds its answer until released, since
+    // progress after the answer is dropped, as MCP requires).
+    let release = hub.path("release-progress");
+    let call = {
+        let release = release.clone();
+        let peer = gateway.service.peer().clone();
+        tokio::spawn(async move {
+            let params = rmcp::model::CallToolRequestParams::new("beta__progress").with_arguments(
+                json!({"steps": 3, "release": release})
+                    .as_object()
+                    .cloned()
+                    .unwrap(),
+            );
+            tokio::time::timeout(WAIT, peer.call_tool(params)).await
+        })
+    };
+    eventually("three progress notifications", || {
+        gateway.events.progress.lock().unwrap().len() >= 3
+    })
+    .await;
+    std::fs::write(&release, "").unwrap();
+    let result = call.await.unwrap().unwrap().unwrap();
+    assert_eq!(text_of(&result), "done");
+    let progress = gateway.events.progress.lock().unwrap().clone();
+    assert_eq!(progress[2].progress, 3.0);
+    assert_eq!(progress[2].total, Some(3.0));
+    assert_eq!(progress[2].message.as_deref(), Some("step 3"));
+
+    // Arguments the schema refuses: the model reads why.
+    let result = gateway
+        .call("alpha__echo", json!({"text": 5}))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text_of(&result).starts_with("[invalid_arguments]"),
+        "{}",
+        text_of(&result)
+    );
+
+    // An unknown tool is a JSON-RPC error.
+    let error = gateway.call("alpha__nope", json!({})).await.unwrap_err();
+    assert!(error.to_string().contains("unknown tool"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn providers_joining_leaving_and_changing_tools_are_announced() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide("alpha");
+    let client = hub.client().await;
+    hub.provider_id(&client, "alpha").await;
+    let gateway = hub.gateway().await;
+    gateway
+        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))
+        .await;
+
+    let mut beta = hub.provide("beta");
+    tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
+        .await
+        .expect("list_changed when beta joins");
+    gateway
+        .wait_for_tools("beta to join", |names| {
+            names.iter().any(|n| n == "beta__echo")
+        })
+        .await;
+
+    // The child changes its own tool list at run time.
+    gateway
+        .call("alpha__add_tool", json!({"name": "extra"}))
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
+        .await
+        .expect("list_changed when alpha's child adds a tool");
+    gateway
+        .wait_for_tools("alpha__extra", |names| {
+            names.iter().any(|n| n == "alpha__extra")
+        })
+        .await;
+    let result = gateway.call("alpha__extra", json!({})).await.unwrap();
+    assert_eq!(text_of(&result), "extra ran");
+
+    beta.stop();
+    tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
+        .await
+        .expect("list_changed when beta leaves");
+    gateway
+        .wait_for_tools("beta to leave", |names| {
+            !names.iter().any(|n| n.starts_with("beta__"))
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_mcp_call_reaches_the_providers_child() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide("alpha");
+    let client = hub.client().await;
+    hub.provider_id(&client, "alpha").await;
+    let gateway = hub.gateway().await;
+    gateway
+        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__slow"))
+        .await;
+    let marker = hub.path("slow-marker");
+    let params = CallToolRequestParams::new("alpha__slow").with_arguments(
+        json!({"marker": marker, "seconds": 60})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let handle = gateway
+        .service
+        .peer()
+        .send_cancellable_request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    eventually("slow to start", || marker_lines(&marker) == ["started"]).await;
+    handle
+        .cancel(Some("the user pressed stop".into()))
+        .await
+        .unwrap();
+    eventually("the child to see the cancellation", || {
+        marker_lines(&marker) == ["started", "cancelled"]
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide("alpha");
+    let client = hub.client().await;
+    hub.provider_id(&client, "alpha").await;
+    let gateway = hub.gateway().await;
+    gateway
+        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__exit"))
+        .await;
+    // Keep the child down once it dies.
+    std::fs::write(hub.refuse_file("alpha"), "").unwrap();
+    let result = gateway.call("alpha__exit", json!({})).await.unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text_of(&result).starts_with("[outcome_unknown]"),
+        "{}",
+        text_of(&result)
+    );
+
+    let result = gateway
+        .call("alpha__echo", json!({"text": "x"}))
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text_of(&result).starts_with("[tool_unavailable]"),
+        "{}",
+        text_of(&result)
+    );
+    // The tools stay listed during the outage.
+    assert!(gateway
+        .tool_names()
+        .await
+        .contains(&"alpha__echo".to_owned()));
+
+    std::fs::remove_file(hub.refuse_file("alpha")).unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let result = gateway
+            .call("alpha__echo", json!({"text": "back"}))
+            .await
+            .unwrap();
+        if result.is_error != Some(true) {
+            assert_eq!(text_of(&result), "back");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the child never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_to_a_provider_that_died_fails_clearly() {
+    let hub = TestHub::start().await;
+    let mut alpha = hub.provide("alpha");
+    let client = hub.client().await;
+    hub.provider_id(&client, "alpha").await;
+    let gateway = hub.gateway().await;
+    gateway
+        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))
+        .await;
+    alpha.kill9();
+    // Whether the gateway has already dropped the tool or not, the answer
+    // says what happened instead of hanging or pretending.
+    match gateway.call("alpha__echo", json!({"text": "x"})).await {
+        Ok(result) => {
+            assert_eq!(result.is_error, Some(true));
+            assert!(
+                text_of(&result).starts_with("[provider_gone]"),
+                "{}",
+                text_of(&result)
+            );
+        }
+        Err(error) => assert!(error.to_string().contains("unknown tool"), "{error}"),
+    }
+    gateway
+        .wait_for_tools("alpha to disappear", |names| {
+            !names.iter().any(|n| n.starts_with("alpha__"))
+        })
+        .await;
+    let error = gateway
+        .call("alpha__echo", json!({"text": "x"}))
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("unknown tool"), "{error}");
+}

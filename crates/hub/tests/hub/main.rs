@@ -1,0 +1,17 @@
+//! The hub's integration tests, linked into one test binary: one link instead of one per
+//! file keeps the release test build (CI) short. Each module is one
+//! former test file; `support` is shared by all of them.
+
+mod support;
+
+mod authorization;
+mod end_to_end;
+mod lifecycle;
+mod limits;
+mod malformed;
+mod notifications;
+mod overload;
+mod requests;
+mod security;
+mod services_catalog;
+mod websocket;

@@ -1,0 +1,263 @@
+//! Spec sections 1, 2 and 10 on the WebSocket port: bearer tokens, the
+//! Origin allow-list, and the HTTP endpoints `/metrics` and `/healthz`.
+
+use crate::support::*;
+use serde_json::{json, Value};
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+#[tokio::test]
+async fn a_bearer_token_on_the_upgrade_authenticates_initialize_without_auth_token() {
+    let hub = TestHub::with_principals(&["explorer"], "").await;
+    let mut direct = hub
+        .ws_connect_with("direct", &[("Authorization", &bearer(&hub.token))])
+        .await
+        .unwrap();
+    let result = direct.initialize_ok(None).await;
+    assert_eq!(result["principal"], json!({"kind": "direct"}));
+
+    let mut explorer = hub
+        .ws_connect_with(
+            "explorer",
+            &[("Authorization", &bearer(&token_of("explorer")))],
+        )
+        .await
+        .unwrap();
+    let result = explorer.initialize_ok(None).await;
+    assert_eq!(
+        result["principal"],
+        json!({"kind": "reserved", "module_id": "explorer"})
+    );
+    // The same token in both places is fine too.
+    let mut both = hub
+        .ws_connect_with("both", &[("Authorization", &bearer(&hub.token))])
+        .await
+        .unwrap();
+    both.initialize_ok(Some(&hub.token)).await;
+}
+
+#[tokio::test]
+async fn a_wrong_bearer_token_gets_auth_required_at_initialize_and_is_closed() {
+    let hub = TestHub::with_principals(&["explorer"], "").await;
+    let mut wrong = hub
+        .ws_connect_with("wrong", &[("Authorization", "Bearer not-the-token")])
+        .await
+        .expect("the upgrade itself is not refused");
+    // Even with a right authToken: the bearer is wrong.
+    let response = wrong.initialize(Some(&hub.token)).await;
+    expect_error(&response, code::AUTH_REQUIRED);
+    wrong.wait_closed().await;
+
+    // A bearer and an authToken of different principals do not mix.
+    let mut mixed = hub
+        .ws_connect_with(
+            "mixed",
+            &[("Authorization", &bearer(&token_of("explorer")))],
+        )
+        .await
+        .unwrap();
+    expect_error(
+        &mixed.initialize(Some(&hub.token)).await,
+        code::AUTH_REQUIRED,
+    );
+    mixed.wait_closed().await;
+
+    // Without a bearer, a missing authToken is refused as on the Unix socket.
+    let mut missing = hub.ws_connect("missing").await;
+    expect_error(&missing.initialize(None).await, code::AUTH_REQUIRED);
+    missing.wait_closed().await;
+}
+
+#[tokio::test]
+async fn an_origin_outside_the_allow_list_is_refused_with_403() {
+    let hub = TestHub::start().await;
+    for origin in ["http://evil.example", "null", "http://localhost:5173"] {
+        let refused = hub.ws_connect_with("page", &[("Origin", origin)]).await;
+        assert_eq!(refused.err(), Some(403), "Origin {origin}");
+        let (status, _) = hub.http_get("/metrics", &[("Origin", origin)]).await;
+        assert_eq!(status, 403, "GET /metrics with Origin {origin}");
+    }
+    // No Origin: a non-browser client.
+    let mut tool = hub.ws_connect("tool").await;
+    tool.initialize_ok(Some(&hub.token)).await;
+}
+
+#[tokio::test]
+async fn a_configured_origin_is_upgraded() {
+    let hub = TestHub::with_config("[hub]\nallowed_origins = [\"http://localhost:5173\"]\n").await;
+    let mut page = hub
+        .ws_connect_with("page", &[("Origin", "http://localhost:5173")])
+        .await
+        .expect("101 for an allowed origin");
+    page.initialize_ok(Some(&hub.token)).await;
+    expect_result(&page.request("ping", json!(null)).await);
+    let other = hub
+        .ws_connect_with("other", &[("Origin", "http://localhost:5174")])
+        .await;
+    assert_eq!(other.err(), Some(403));
+}
+
+#[tokio::test]
+async fn websocket_and_unix_socket_clients_route_to_each_other_byte_for_byte() {
+    let hub = TestHub::start().await;
+    let mut unix_owner = hub.client("unix-owner").await;
+    let unix_service = unix_owner.register(json!({"on": "unix"})).await;
+    let mut ws = hub.ws_connect("ws").await;
+    ws.initialize_ok(Some(&hub.token)).await;
+    let ws_service = ws.register(json!({"on": "ws"})).await;
+
+    let params = r#"{ "x" : 1.50 }"#;
+    ws.send_line(&format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"clientService/request","params":{{"serviceId":"{unix_service}","method":"echo","params":{params}}}}}"#
+    ))
+    .await;
+    let handle = unix_owner.handle_request().await;
+    assert_eq!(handle["params"]["senderClientId"], ws.client_id.as_str());
+    assert_eq!(raw_member(&handle.raw, &["params", "params"]), params);
+    unix_owner
+        .send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{params}}}"#,
+            handle["id"]
+        ))
+        .await;
+    let answer = ws.response(&json!(9)).await;
+    assert_eq!(answer["result"], json!({"x": 1.5}));
+
+    unix_owner
+        .notify_service(&ws_service, "hello", json!("from unix"))
+        .await;
+    let note = ws
+        .receive(is_method("clientService/notification"), WAIT)
+        .await;
+    assert_eq!(
+        note["params"]["senderClientId"],
+        unix_owner.client_id.as_str()
+    );
+    assert_eq!(note["params"]["params"], "from unix");
+    expect_all_silent([&mut ws, &mut unix_owner]).await;
+}
+
+#[tokio::test]
+async fn binary_frames_are_accepted_and_a_raw_newline_in_a_frame_becomes_a_space() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let service = owner.register(json!({})).await;
+    let mut ws = hub.ws_connect("ws").await;
+    ws.initialize_ok(Some(&hub.token)).await;
+
+    ws.send_binary(br#"{"jsonrpc":"2.0","id":"bin","method":"ping"}"#)
+        .await;
+    assert_eq!(
+        expect_result(&ws.response(&json!("bin")).await),
+        Value::Null
+    );
+
+    ws.send_line(&format!(
+        "{{\"jsonrpc\":\"2.0\",\n\"method\":\"clientService/notify\",\"params\":{{\"serviceId\":\"{service}\",\"method\":\"m\",\"params\":{{\"a\":\n1}}}}}}"
+    ))
+    .await;
+    let note = owner.next().await;
+    assert_eq!(raw_member(&note.raw, &["params", "params"]), r#"{"a": 1}"#);
+}
+
+#[tokio::test]
+async fn healthz_answers_ok_and_metrics_serve_prometheus_text() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    owner.register(json!({})).await;
+    owner.subscribe().await;
+
+    let (status, body) = hub.http_get("/healthz", &[]).await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    let (status, body) = hub.http_get("/metrics", &[]).await;
+    assert_eq!(status, 200);
+    for line in body.lines().filter(|l| !l.is_empty()) {
+        if let Some(comment) = line.strip_prefix("# ") {
+            assert!(
+                comment.starts_with("HELP ") || comment.starts_with("TYPE "),
+                "{line}"
+            );
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        assert!(name.starts_with("switchboard_"), "{line}");
+        value.parse::<f64>().unwrap_or_else(|_| panic!("{line}"));
+    }
+    // Counted while the /metrics request itself is not a connection.
+    assert_eq!(metric_value(&body, "switchboard_connections"), 1);
+    assert_eq!(metric_value(&body, "switchboard_services"), 1);
+    assert_eq!(metric_value(&body, "switchboard_catalog_subscribers"), 1);
+    for name in [
+        "switchboard_notifications_forwarded_total",
+        "switchboard_notifications_dropped_total{reason=\"shed\"}",
+        "switchboard_requests_started_total",
+        "switchboard_requests_completed_total",
+        "switchboard_requests_failed_total{reason=\"timeout\"}",
+        "switchboard_requests_in_flight",
+        "switchboard_queued_bytes",
+    ] {
+        metric_value(&body, name);
+    }
+}
+
+#[tokio::test]
+async fn other_paths_and_foreign_hosts_are_refused() {
+    let hub = TestHub::start().await;
+    assert_eq!(hub.http_get("/nope", &[]).await.0, 404);
+    assert_eq!(
+        hub.http_get("/healthz", &[("Host", "evil.example:80")])
+            .await
+            .0,
+        403
+    );
+    let url = hub.ws.clone() + "elsewhere";
+    let request = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(
+        url.as_str(),
+    )
+    .unwrap();
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 404)
+        }
+        other => panic!("upgrade on another path: {:?}", other.map(|_| ())),
+    }
+}
+
+#[tokio::test]
+async fn a_reload_applies_a_new_origin_allow_list_at_once() {
+    let hub = TestHub::start().await;
+    let origin = [("Origin", "http://localhost:5173")];
+    assert_eq!(hub.ws_connect_with("page", &origin).await.err(), Some(403));
+    hub.reload_with("[hub]\nallowed_origins = [\"http://localhost:5173\"]\n")
+        .unwrap();
+    let mut page = hub
+        .ws_connect_with("page", &origin)
+        .await
+        .expect("101 after the reload");
+    page.initialize_ok(Some(&hub.token)).await;
+}
+
+#[tokio::test]
+async fn a_websocket_owner_closing_removes_its_services_and_fails_its_requests() {
+    let hub = TestHub::start().await;
+    let mut watcher = hub.client("watcher").await;
+    watcher.subscribe().await;
+    let mut owner = hub.ws_connect("ws-owner").await;
+    owner.initialize_ok(Some(&hub.token)).await;
+    let service = owner.register(json!({})).await;
+    let mut caller = hub.client("caller").await;
+    let id = caller.request_service(&service, "slow", json!({})).await;
+    owner.handle_request().await;
+
+    owner.close().await;
+    let answer = caller.response(&id).await;
+    expect_error(&answer, code::SERVICE_GONE);
+    assert_eq!(answer["error"]["data"]["reason"], "disconnected");
+    watcher.action("clientServices/added").await;
+    let removed = watcher.action("clientServices/removed").await;
+    assert_eq!(removed["params"]["action"]["reason"], "disconnected");
+    hub.assert_bookkeeping_released().await;
+}

@@ -1,0 +1,8 @@
+//! The tool-provider SDK's integration tests, linked into one test binary: one link instead of one per
+//! file keeps the release test build (CI) short. Each module is one
+//! former test file; `support` is shared by all of them.
+
+mod support;
+
+mod fence;
+mod provider;
