@@ -51,6 +51,12 @@ struct ProgressRoute {
     /// Only the provider the call went to may report its progress.
     provider_client_id: String,
     token: ProgressToken,
+    /// The last progress value sent to the MCP client. MCP requires progress
+    /// to increase with each notification, but rmcp hands each incoming
+    /// notification to its own task (in `provide-mcp`, which reads the
+    /// child's), so they can reach the hub out of order; a value that does
+    /// not increase is stale and is dropped here, the last hop.
+    last_sent: Option<f64>,
 }
 
 /// State shared by the MCP side, the index task and the connection task.
@@ -122,6 +128,7 @@ impl Gateway {
             ProgressRoute {
                 provider_client_id,
                 token,
+                last_sent: None,
             },
         );
         Some(ProgressGuard {
@@ -138,9 +145,13 @@ impl Gateway {
             return;
         };
         let token = {
-            let routes = self.progress.lock();
-            match routes.get(params.progress_token.get()) {
-                Some(route) if route.provider_client_id == notification.sender_client_id => {
+            let mut routes = self.progress.lock();
+            match routes.get_mut(params.progress_token.get()) {
+                Some(route)
+                    if route.provider_client_id == notification.sender_client_id
+                        && route.last_sent.is_none_or(|last| params.progress > last) =>
+                {
+                    route.last_sent = Some(params.progress);
                     route.token.clone()
                 }
                 _ => return,
