@@ -12,25 +12,12 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 
 # 10,000 idle connections need ~10,100 descriptors in the hub and as many in
-# the harness: raise the soft limit as far as the hard limit allows.
-hard="$(ulimit -Hn)"
-if [[ "$hard" == unlimited ]]; then hard=1048576; fi
+# the harness.
+hard="$(descriptor_hard_limit)"
 ulimit -n "$hard"
 if (( hard < 10500 )); then
     echo "bench/run.sh: warning: the descriptor limit is $hard; the 10,000-connection test needs about 10,500 per process" >&2

@@ -41,24 +41,11 @@ while (($#)); do
     esac
 done
 
-pids=()
-cleanup() {
-    local pid
-    for pid in "${pids[@]}"; do
-        if kill -0 "$pid" 2>/dev/null; then
-            kill -TERM "$pid" 2>/dev/null || true
-        fi
-    done
-    for pid in "${pids[@]}"; do
-        wait "$pid" 2>/dev/null || true
-    done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# shellcheck source=bench/lib.sh
+source "$root/bench/lib.sh"
 
 # Held connections need one descriptor each in the hub and in the driver.
-hard="$(ulimit -Hn)"
-if [[ "$hard" == unlimited ]]; then hard=1048576; fi
+hard="$(descriptor_hard_limit)"
 ulimit -n "$hard"
 
 echo "bench/soak.sh: building release binaries" >&2
