@@ -134,6 +134,31 @@ mod tests {
     }
 
     #[test]
+    fn strings_with_escapes_anywhere_split_like_serde_json() {
+        // Escaped quotes and backslashes at every position of strings short
+        // and long (memchr's vector width is 32): the members found must be
+        // the ones serde_json reads.
+        for len in 0..70 {
+            for at in 0..=len {
+                for escape in [r#"\""#, r"\\"] {
+                    let mut text = "a".repeat(len);
+                    text.insert_str(at, escape);
+                    let object = format!(r#"{{"k{text}":"v{text}","z":1}}"#);
+                    let expected: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_str(&object).unwrap();
+                    let found = all(&object);
+                    assert_eq!(found.len(), 2, "{object}");
+                    for (key, value) in found {
+                        let key: String = serde_json::from_str(&key).unwrap();
+                        let value: serde_json::Value = serde_json::from_str(&value).unwrap();
+                        assert_eq!(expected[&key], value, "{object}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn finds_every_member_with_exact_bytes() {
         let text = r#" { "a" : 1 , "b":"x\"}y" ,"c" : { "d": [1, {"e": "]"}], "f": null } , "g":[ ] ,"h":-1.5e3 } "#;
         let value = RawValue::from_string(text.trim().to_owned()).unwrap();
