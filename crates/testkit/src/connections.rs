@@ -60,14 +60,7 @@ pub async fn run(
     options: Options,
     recorder: Arc<Recorder>,
 ) -> anyhow::Result<Report> {
-    let baseline = sampler::sample_hub(target).await?;
-    if baseline.connections != 0 {
-        bail!(
-            "the hub already has {} connections; this mode needs an idle hub",
-            baseline.connections
-        );
-    }
-    recorder.record(baseline, DriverCounts::default());
+    let baseline = sampler::idle_baseline(target, &recorder).await?;
     let opened = Arc::new(AtomicU64::new(0));
     let (stop_tx, stop_rx) = watch::channel(false);
     let sampler_task = {

@@ -65,6 +65,20 @@ pub async fn sample_hub(target: &HubTarget) -> anyhow::Result<HubSample> {
     })
 }
 
+/// The hub before a run, recorded as its first sample. Every figure of a run
+/// is a difference from it, so the hub must be idle: no connections.
+pub async fn idle_baseline(target: &HubTarget, recorder: &Recorder) -> anyhow::Result<HubSample> {
+    let baseline = sample_hub(target).await?;
+    if baseline.connections != 0 {
+        anyhow::bail!(
+            "the hub already has {} connections; runs are measured against an idle hub",
+            baseline.connections
+        );
+    }
+    recorder.record(baseline, DriverCounts::default());
+    Ok(baseline)
+}
+
 /// Every sample of a run, also written to a CSV file as it is taken.
 pub struct Recorder {
     started: Instant,

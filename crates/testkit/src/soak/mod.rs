@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::bail;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -95,14 +94,7 @@ pub async fn run(
     options: Options,
     recorder: Arc<Recorder>,
 ) -> anyhow::Result<Report> {
-    let baseline = sampler::sample_hub(target).await?;
-    if baseline.connections != 0 {
-        bail!(
-            "the hub already has {} connections; the soak needs an idle hub to compare against",
-            baseline.connections
-        );
-    }
-    recorder.record(baseline, DriverCounts::default());
+    let baseline = sampler::idle_baseline(target, &recorder).await?;
 
     let start = Instant::now();
     let traffic_until = start + options.duration;
