@@ -7,6 +7,11 @@
 //! `clientService/notify` `notifications/progress` with MCP's parameters
 //! `{progressToken, progress, total?, message?}`, the token being the
 //! call's `progress_token` untouched. No sink, or no token: nothing is sent.
+//!
+//! As in MCP, each report of a call must exceed the last: one that does not
+//! is dropped here. That also repairs a relay that reorders: `provide-mcp`
+//! hands on an MCP server's progress, and rmcp runs each incoming
+//! notification on its own task, so step 2 can reach it after step 3.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -50,6 +55,10 @@ struct ProgressTarget {
     client: Client,
     sink_service_id: String,
     token: Box<RawValue>,
+    /// The last progress sent. Held across the send, so that reports from
+    /// concurrent tasks leave in increasing order too; a send waits only for
+    /// the socket.
+    last_sent: tokio::sync::Mutex<Option<f64>>,
 }
 
 impl std::fmt::Debug for Progress {
@@ -77,6 +86,7 @@ impl Progress {
                 client,
                 sink_service_id,
                 token,
+                last_sent: tokio::sync::Mutex::new(None),
             })),
         }
     }
@@ -91,12 +101,20 @@ impl Progress {
         self.target.as_ref().map(|t| &*t.token)
     }
 
-    /// Sends one progress notification. Never waits for the caller (a
-    /// notification is never acknowledged), only for the socket.
+    /// Sends one progress notification, unless `progress` does not exceed
+    /// the last one sent (then it is dropped, see the module docs). Never
+    /// waits for the caller (a notification is never acknowledged), only for
+    /// the socket.
     pub async fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
         let Some(target) = &self.target else {
             return;
         };
+        let mut last_sent = target.last_sent.lock().await;
+        if last_sent.is_some_and(|last| progress <= last) || progress.is_nan() {
+            tracing::debug!(progress, last = ?*last_sent, "progress dropped: not above the last");
+            return;
+        }
+        *last_sent = Some(progress);
         let params = ProgressParams {
             progress_token: target.token.clone(),
             progress,

@@ -256,7 +256,7 @@ async fn a_missing_tool_call_id_is_counted_as_a_fallback() {
 }
 
 #[tokio::test]
-async fn progress_reaches_the_callers_sink_with_its_token_untouched() {
+async fn progress_reaches_the_callers_sink_with_its_token_untouched_and_only_increasing() {
     let demo = demo_provider().await;
     let (seen, mut progress) = mpsc::unbounded_channel();
     let sink = handler_fn(|_| async { reply(&json!(null)) }).with_notifications(move |note| {
@@ -296,7 +296,19 @@ async fn progress_reaches_the_callers_sink_with_its_token_untouched() {
         assert_eq!(from, provider_client_id);
         assert_eq!(params.progress_token.get(), r#"{"t":[1,"x"]}"#);
         assert_eq!(params.total, Some(3.0));
+        assert_eq!(
+            params.message.as_deref(),
+            Some(format!("step {}", params.progress).as_str())
+        );
         steps.push(params.progress);
     }
-    assert_eq!(steps.last(), Some(&3.0));
+    // The tool reported 1, 2, 1, 2, 3; notifications from one sender to one
+    // service keep their order, so the sink sees exactly the increasing ones.
+    assert_eq!(steps, [1.0, 2.0, 3.0]);
+    assert!(
+        timeout(std::time::Duration::from_millis(200), progress.recv())
+            .await
+            .is_err(),
+        "nothing after the last step"
+    );
 }

@@ -137,7 +137,9 @@ pub fn demo_tools(runs: &Arc<Runs>) -> Vec<(ToolSpec, Arc<dyn switchboard_tools:
         (
             ToolSpec::new("progress", json!({"type": "object"})),
             tool_fn(|call| async move {
-                for step in 1..=3 {
+                // Out of order and repeated, as a relay can deliver them:
+                // only the increasing ones (1, 2, 3) may leave.
+                for step in [1, 2, 1, 2, 3] {
                     call.progress
                         .report(f64::from(step), Some(3.0), Some(format!("step {step}")))
                         .await;
