@@ -13,6 +13,7 @@ use switchboard_protocol::hub::{
     method, RegisterServiceResult, ServerInfo, CATALOG_CHANNEL, PROTOCOL_VERSION, ROOT_CHANNEL,
     SERVER_NAME, SUPPORTED_VERSIONS,
 };
+use switchboard_protocol::json::MemberIndex;
 use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Message};
 use switchboard_protocol::limits::names;
 use switchboard_protocol::{ErrorCode, Principal};
@@ -150,7 +151,8 @@ impl Session {
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
-        match jsonrpc::decode(bytes) {
+        let mut index = MemberIndex::default();
+        match jsonrpc::decode_indexed(bytes, &mut index) {
             Err(error) => {
                 Counters::inc(&self.conn.counters.protocol_errors);
                 let object = ErrorObject::new(error.code, error.message)
@@ -159,10 +161,10 @@ impl Session {
                 Flow::Continue
             }
             Ok(Message::Request { id, method, params }) => {
-                self.on_request(id, &method.name(), params)
+                self.on_request(id, &method.name(), params, &index)
             }
             Ok(Message::Notification { method, params }) => {
-                self.on_notification(&method.name(), params);
+                self.on_notification(&method.name(), params, &index);
                 Flow::Continue
             }
             Ok(Message::Response { id, outcome }) => {
@@ -213,7 +215,14 @@ impl Session {
         }
     }
 
-    fn on_request(&mut self, id: &RawValue, name: &str, params: Option<&RawValue>) -> Flow {
+    /// `index`: the members of `params`, as `decode_indexed` found them.
+    fn on_request(
+        &mut self,
+        id: &RawValue,
+        name: &str,
+        params: Option<&RawValue>,
+        index: &MemberIndex<'_>,
+    ) -> Flow {
         match name {
             method::PING => {
                 self.reply_result(id, "null");
@@ -237,7 +246,7 @@ impl Session {
             method::UNREGISTER_SERVICE => self.reply(id, self.unregister(params)),
             method::UPDATE_SERVICE => self.reply(id, self.update(identity, params)),
             method::SUBSCRIBE => self.subscribe(id, params),
-            method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params),
+            method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params, index),
             method::RELOAD => self.reply(id, self.reload(identity)),
             method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
                 let error = reply::invalid_request(
@@ -257,13 +266,13 @@ impl Session {
         Flow::Continue
     }
 
-    fn on_notification(&self, name: &str, params: Option<&RawValue>) {
+    fn on_notification(&self, name: &str, params: Option<&RawValue>, index: &MemberIndex<'_>) {
         let counters = &self.conn.counters;
         let Some(identity) = self.conn.identity() else {
             return counters.notification_dropped(NotifyDrop::NotInitialized);
         };
         match name {
-            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params),
+            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params, index),
             method::CANCEL_REQUEST => router::cancel(&self.hub, &self.conn, params),
             method::UNSUBSCRIBE => {
                 let channel = object::<RawChannelParams<'_>>(params)

@@ -15,7 +15,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
 use switchboard_protocol::hub::{check_method_name, MethodNameError};
-use switchboard_protocol::jsonrpc::{json_str_text, ErrorObject, Outcome};
+use switchboard_protocol::json::{Member, MemberIndex};
+use switchboard_protocol::jsonrpc::{ErrorObject, Outcome};
 use switchboard_protocol::limits::names;
 use switchboard_protocol::scan;
 use switchboard_protocol::ErrorCode;
@@ -31,12 +32,14 @@ use crate::state::HubState;
 use crate::wire::{self, Routed, RoutedHeader};
 
 /// The members of `clientService/notify` and `clientService/request`
-/// params, found by one walk over params that `jsonrpc::decode` has already
-/// validated (`protocol::scan`): the payload is skipped, never parsed twice.
+/// params. `jsonrpc::decode_indexed` records them while it validates the
+/// message (`MemberIndex`), so the payload is walked once, not twice; an
+/// object with more members than the index holds is walked again with
+/// `protocol::scan`, which skips values without validating them again.
 #[derive(Default)]
 struct RawCall<'a> {
-    service_id: Option<&'a str>,
-    method: Option<&'a str>,
+    service_id: Option<Member<'a>>,
+    method: Option<Member<'a>>,
     params: Option<&'a str>,
     timeout_ms: Option<&'a str>,
 }
@@ -44,47 +47,58 @@ struct RawCall<'a> {
 impl<'a> RawCall<'a> {
     /// `Err(field)`: params are not an object (`params`), or a member appears
     /// twice (that member).
-    fn scan(params: Option<&'a RawValue>) -> Result<Self, &'static str> {
+    fn scan(params: Option<&'a RawValue>, index: &MemberIndex<'a>) -> Result<Self, &'static str> {
         // Params are an object, as for every hub method.
         let params = params
             .filter(|p| p.get().starts_with('{'))
             .ok_or("params")?;
         let mut call = RawCall::default();
-        for (key, value) in scan::members(params) {
-            // Keys are JSON strings; decoded once, matched by name.
-            let name = json_str_text(key).unwrap_or_default();
-            let (slot, field) = match name.as_ref() {
-                "serviceId" => (&mut call.service_id, "serviceId"),
-                "method" => (&mut call.method, "method"),
-                "params" => (&mut call.params, "params"),
-                "timeoutMs" => (&mut call.timeout_ms, "timeoutMs"),
-                _ => continue,
-            };
-            if slot.replace(value).is_some() {
-                return Err(field);
-            }
+        match index.members_of(params.get()) {
+            Some(mut members) => members.try_for_each(|member| call.take(member))?,
+            None => scan::members(params).try_for_each(|member| call.take(member))?,
         }
         Ok(call)
+    }
+
+    fn take(&mut self, member: Member<'a>) -> Result<(), &'static str> {
+        let (taken, field) = match &*member.key.text() {
+            "serviceId" => (self.service_id.replace(member).is_some(), "serviceId"),
+            "method" => (self.method.replace(member).is_some(), "method"),
+            "params" => (self.params.replace(member.value).is_some(), "params"),
+            "timeoutMs" => (self.timeout_ms.replace(member.value).is_some(), "timeoutMs"),
+            _ => return Ok(()),
+        };
+        if taken {
+            Err(field)
+        } else {
+            Ok(())
+        }
     }
 }
 
 /// Forwards `clientService/notify`. Never answers the sender: every failure
 /// is a silent, counted drop.
-pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option<&RawValue>) {
+pub fn notify(
+    hub: &HubState,
+    sender: &Conn,
+    identity: &Identity,
+    params: Option<&RawValue>,
+    index: &MemberIndex<'_>,
+) {
     let counters = &sender.counters;
     let Ok(RawCall {
         service_id: Some(service_id),
         method: Some(method),
         params,
         ..
-    }) = RawCall::scan(params)
+    }) = RawCall::scan(params, index)
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
-    let Some(service_id) = json_str_text(service_id) else {
+    let Some(service_id) = service_id.value_str() else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
-    if method_name(method, hub.limits.max_method_bytes).is_err() {
+    if method_name(&method, hub.limits.max_method_bytes).is_err() {
         return counters.notification_dropped(NotifyDrop::Malformed);
     }
     let Some(route) = hub.registry.route(&service_id) else {
@@ -106,7 +120,7 @@ pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option
     let pushed = route.owner.out.push_if(
         Class::Sheddable,
         || route.gone().is_none(),
-        |buf| wire::routed(buf, Routed::Notification, &header, method, params),
+        |buf| wire::routed(buf, Routed::Notification, &header, method.value, params),
     );
     match pushed {
         Pushed::Queued => Counters::inc(&counters.notifications_forwarded),
@@ -119,9 +133,9 @@ pub fn notify(hub: &HubState, sender: &Conn, identity: &Identity, params: Option
     }
 }
 
-/// Checks a raw method name (a JSON string) against the spec's rule.
-fn method_name(raw: &str, max: u64) -> Result<(), ErrorObject> {
-    let Some(name) = json_str_text(raw) else {
+/// Checks the member `method` (a JSON string) against the spec's rule.
+fn method_name(method: &Member<'_>, max: u64) -> Result<(), ErrorObject> {
+    let Some(name) = method.value_str() else {
         return Err(reply::invalid_params("method", "method must be a string"));
     };
     check_method_name(&name, max).map_err(|error| match error {
@@ -143,20 +157,23 @@ struct Accepted<'a> {
 fn check_request<'a>(
     hub: &HubState,
     params: Option<&'a RawValue>,
+    index: &MemberIndex<'a>,
 ) -> Result<Accepted<'a>, ErrorObject> {
     const SHAPE: &str = "clientService/request params are {serviceId, method, params?, timeoutMs?}";
-    let request = RawCall::scan(params).map_err(|field| match field {
+    let request = RawCall::scan(params, index).map_err(|field| match field {
         "params" => reply::invalid_params("params", SHAPE),
         field => reply::invalid_params(field, format!("{field} appears twice")),
     })?;
     let service_id = request
         .service_id
-        .and_then(json_str_text)
+        .as_ref()
+        .and_then(Member::value_str)
         .ok_or_else(|| reply::invalid_params("serviceId", "serviceId must be a string"))?;
     let method = request
         .method
         .ok_or_else(|| reply::invalid_params("method", "method is required"))?;
-    method_name(method, hub.limits.max_method_bytes)?;
+    method_name(&method, hub.limits.max_method_bytes)?;
+    let method = method.value;
     let limits = &hub.limits;
     let timeout_ms = match request.timeout_ms {
         None => limits.default_request_timeout_ms,
@@ -190,6 +207,7 @@ pub fn request(
     identity: &Identity,
     caller_id: &RawValue,
     params: Option<&RawValue>,
+    index: &MemberIndex<'_>,
 ) {
     let counters = &caller.counters;
     let answer_error = |error: &ErrorObject, why: RequestFailure| {
@@ -199,7 +217,7 @@ pub fn request(
         });
     };
 
-    let request = match check_request(hub, params) {
+    let request = match check_request(hub, params, index) {
         Ok(accepted) => accepted,
         Err(error) => {
             let why = if error.code == ErrorCode::LimitExceeded.code() {

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::ErrorCode;
+use crate::json::{Cursor, Member, MemberIndex, SyntaxError};
 
 /// The only `jsonrpc` member value this protocol accepts.
 pub const VERSION: &str = "2.0";
@@ -40,13 +41,20 @@ pub enum Message<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Method<'a> {
     raw: &'a RawValue,
+    /// Whether the string has escapes (so its text is not its raw bytes).
+    escaped: bool,
 }
 
 impl<'a> Method<'a> {
     /// The method name as text. Borrowed unless the JSON string had escapes.
     pub fn name(&self) -> Cow<'a, str> {
-        // `decode` only builds a Method from a raw JSON string.
-        json_str(self.raw).unwrap_or(Cow::Borrowed(""))
+        let raw = self.raw.get();
+        if self.escaped {
+            // `decode` only builds a Method from a raw JSON string.
+            json_str_text(raw).unwrap_or(Cow::Borrowed(""))
+        } else {
+            Cow::Borrowed(&raw[1..raw.len() - 1])
+        }
     }
 
     /// The JSON string exactly as the sender wrote it, quotes included.
@@ -78,20 +86,63 @@ impl fmt::Display for DecodeError<'_> {
     }
 }
 
-#[derive(Deserialize)]
+/// The envelope's members, as found by one validating walk of the message.
+#[derive(Default)]
 struct Envelope<'a> {
-    #[serde(borrow, default, deserialize_with = "present")]
-    jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    method: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default, deserialize_with = "present")]
-    error: Option<&'a RawValue>,
+    jsonrpc: Option<Member<'a>>,
+    id: Option<&'a str>,
+    method: Option<Member<'a>>,
+    params: Option<&'a str>,
+    result: Option<&'a str>,
+    error: Option<&'a str>,
+    /// The first envelope member that appeared twice.
+    duplicate: Option<&'static str>,
+}
+
+impl<'a> Envelope<'a> {
+    /// Validates the object `text` (its first non-space byte is `{`) and
+    /// finds its members; the members of an object `params` go to `index`.
+    fn walk(text: &'a str, index: &mut MemberIndex<'a>) -> Result<Self, SyntaxError> {
+        let mut envelope = Envelope::default();
+        let mut cursor = Cursor::new(text);
+        cursor.skip_space();
+        cursor.eat(b'{', "'{'")?;
+        cursor.members(|cursor, key| {
+            let start = cursor.at();
+            // `params` is walked member by member, so that routing finds
+            // `serviceId` and `method` without walking the payload again.
+            let value_escaped = if key.is("params") && cursor.peek() == Some(b'{') {
+                cursor.object_into(index)?;
+                false
+            } else {
+                cursor.value()?
+            };
+            let member = Member {
+                key,
+                value: cursor.since(start),
+                value_escaped,
+            };
+            envelope.record(member);
+            Ok(())
+        })?;
+        cursor.end()?;
+        Ok(envelope)
+    }
+
+    fn record(&mut self, member: Member<'a>) {
+        let (taken, field) = match &*member.key.text() {
+            "jsonrpc" => (self.jsonrpc.replace(member).is_some(), "jsonrpc"),
+            "id" => (self.id.replace(member.value).is_some(), "id"),
+            "method" => (self.method.replace(member).is_some(), "method"),
+            "params" => (self.params.replace(member.value).is_some(), "params"),
+            "result" => (self.result.replace(member.value).is_some(), "result"),
+            "error" => (self.error.replace(member.value).is_some(), "error"),
+            _ => return,
+        };
+        if taken && self.duplicate.is_none() {
+            self.duplicate = Some(field);
+        }
+    }
 }
 
 /// Deserializes a member that is present (even as `null`) into `Some`.
@@ -102,14 +153,40 @@ where
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
+/// `text`, which the walk has validated as one JSON value without
+/// surrounding space, as a [`RawValue`], without parsing it again.
+fn validated(text: &str) -> &RawValue {
+    // SAFETY: `RawValue` is `#[repr(transparent)]` over `str`, so the two
+    // references have the same layout; serde_json makes the same cast in its
+    // own (private) `RawValue::from_borrowed`. What `RawValue` promises its
+    // users, that the text is exactly one valid JSON value, holds because
+    // `Envelope::walk` validated it (the `json` module's tests and the
+    // `json_validator` fuzz target hold the walk to serde_json's rules).
+    unsafe { &*(text as *const str as *const RawValue) }
+}
+
 /// Classifies one message. Errors say which JSON-RPC error answers it.
 pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
-    let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
+    decode_indexed(bytes, &mut MemberIndex::default())
+}
+
+/// [`decode`], and into `index` the members of `params` when it is an
+/// object, found in the same walk ([`MemberIndex::members_of`]).
+pub fn decode_indexed<'a>(
+    bytes: &'a [u8],
+    index: &mut MemberIndex<'a>,
+) -> Result<Message<'a>, DecodeError<'a>> {
+    // JSON's whitespace, which (unlike `u8::is_ascii_whitespace`) has no
+    // form feed.
+    let first = bytes
+        .iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
     if first != Some(b'{') {
         return Err(not_an_object(bytes, first));
     }
-    // One UTF-8 check for the whole message: decoding from `&str` lets the
-    // borrowed raw members skip serde_json's per-member re-check.
+    // One UTF-8 check for the whole message; the walk then only looks for
+    // ASCII.
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Err(DecodeError {
             code: ErrorCode::ParseError,
@@ -118,26 +195,23 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
             message: "message is not valid JSON: it is not UTF-8".into(),
         });
     };
-    let envelope: Envelope<'_> = serde_json::from_str(text).map_err(|error| {
-        let code = match error.classify() {
-            serde_json::error::Category::Data => ErrorCode::InvalidRequest,
-            _ => ErrorCode::ParseError,
-        };
-        DecodeError {
-            code,
-            id: None,
-            reason: if code == ErrorCode::ParseError {
-                "notJson"
-            } else {
-                "malformedEnvelope"
-            },
-            message: if code == ErrorCode::ParseError {
-                format!("message is not valid JSON: {error}")
-            } else {
-                format!("message is not a JSON-RPC 2.0 object: {error}")
-            },
-        }
+    let envelope = Envelope::walk(text, index).map_err(|error| DecodeError {
+        code: ErrorCode::ParseError,
+        id: None,
+        reason: "notJson",
+        message: format!("message is not valid JSON: {error}"),
     })?;
+    if let Some(field) = envelope.duplicate {
+        return Err(invalid(
+            None,
+            "malformedEnvelope",
+            format!("message is not a JSON-RPC 2.0 object: duplicate member `{field}`"),
+        ));
+    }
+    // Every member was validated by the walk: they are `RawValue`s as is.
+    let params = envelope.params.map(validated);
+    let result = envelope.result.map(validated);
+    let error = envelope.error.map(validated);
 
     let id = match envelope.id {
         Some(id) if !is_valid_id(id) => {
@@ -147,57 +221,60 @@ pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
                 "id must be a string, a number or null".into(),
             ))
         }
-        other => other,
+        other => other.map(validated),
     };
-    match envelope.jsonrpc.and_then(json_str) {
+    match envelope.jsonrpc.as_ref().and_then(Member::value_str) {
         Some(version) if version == VERSION => {}
         _ => return Err(invalid(id, "badVersion", "jsonrpc must be \"2.0\"".into())),
     }
 
     if let Some(method) = envelope.method {
-        if json_str(method).is_none() {
+        if !method.value.starts_with('"') {
             return Err(invalid(id, "badMethod", "method must be a string".into()));
         }
-        let method = Method { raw: method };
-        return Ok(match id {
-            Some(id) => Message::Request {
-                id,
-                method,
-                params: envelope.params,
-            },
-            None => Message::Notification {
-                method,
-                params: envelope.params,
-            },
-        });
+        let method = Method {
+            raw: validated(method.value),
+            escaped: method.value_escaped,
+        };
+        let message = match id {
+            Some(id) => Message::Request { id, method, params },
+            None => Message::Notification { method, params },
+        };
+        return Ok(message);
     }
 
-    match (id, envelope.result, envelope.error) {
-        (Some(id), Some(result), None) => Ok(Message::Response {
-            id,
-            outcome: Outcome::Result(result),
-        }),
-        (Some(id), None, Some(error)) => Ok(Message::Response {
-            id,
-            outcome: Outcome::Error(error),
-        }),
-        (id, Some(_), Some(_)) => Err(invalid(
-            id,
-            "resultAndError",
-            "a response carries result or error, not both".into(),
-        )),
-        (None, _, _) if envelope.result.is_some() || envelope.error.is_some() => Err(invalid(
-            None,
-            "responseWithoutId",
-            "a response must carry an id".into(),
-        )),
-        (id, _, _) => Err(invalid(
-            id,
-            "noMethod",
-            "a message needs a method (request, notification) or a result or error (response)"
-                .into(),
-        )),
-    }
+    let message =
+        match (id, result, error) {
+            (Some(id), Some(result), None) => Message::Response {
+                id,
+                outcome: Outcome::Result(result),
+            },
+            (Some(id), None, Some(error)) => Message::Response {
+                id,
+                outcome: Outcome::Error(error),
+            },
+            (id, Some(_), Some(_)) => {
+                return Err(invalid(
+                    id,
+                    "resultAndError",
+                    "a response carries result or error, not both".into(),
+                ))
+            }
+            (None, _, _) if result.is_some() || error.is_some() => {
+                return Err(invalid(
+                    None,
+                    "responseWithoutId",
+                    "a response must carry an id".into(),
+                ))
+            }
+            (id, _, _) => return Err(invalid(
+                id,
+                "noMethod",
+                "a message needs a method (request, notification) or a result or error (response)"
+                    .into(),
+            )),
+        };
+    Ok(message)
 }
 
 fn not_an_object(bytes: &[u8], first: Option<u8>) -> DecodeError<'_> {
@@ -233,9 +310,9 @@ fn invalid<'a>(id: Option<&'a RawValue>, reason: &'static str, message: String) 
     }
 }
 
-fn is_valid_id(id: &RawValue) -> bool {
+fn is_valid_id(id: &str) -> bool {
     matches!(
-        id.get().as_bytes().first(),
+        id.as_bytes().first(),
         Some(b'"' | b'-' | b'0'..=b'9' | b'n')
     )
 }
@@ -454,5 +531,80 @@ mod tests {
             Message::Notification { method, .. } => assert_eq!(method.name(), "a/b"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn envelope_keys_match_by_their_text_escaped_or_not() {
+        let message = br#"{"json\u0072pc":"2.0","id":1,"method":"m","para\u006ds":{"a":1}}"#;
+        match decode(message).unwrap() {
+            Message::Request { params, .. } => {
+                assert_eq!(params.map(RawValue::get), Some(r#"{"a":1}"#))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn invalid_json_is_a_parse_error_wherever_it_is() {
+        for bad in [
+            // A control character inside the payload, deep in params.
+            &b"{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"p\":[\"a\x01\"]}}"[..],
+            br#"{"jsonrpc":"2.0","method":"m","params":{"p":[1,]}}"#,
+            br#"{"jsonrpc":"2.0","method":"m","params":{"p":01}}"#,
+            br#"{"jsonrpc":"2.0","method":"m","params":{"p":"\x"}}"#,
+            br#"{"jsonrpc":"2.0","method":"m"} trailing"#,
+            // A duplicate member does not hide a syntax error after it.
+            br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m","params":[}"#,
+        ] {
+            let error = decode(bad).unwrap_err();
+            assert_eq!(
+                error.code,
+                ErrorCode::ParseError,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+            assert_eq!(error.reason, "notJson");
+            assert!(error.message.contains("at byte"), "{}", error.message);
+        }
+    }
+
+    #[test]
+    fn a_form_feed_is_not_json_whitespace() {
+        assert_eq!(code_of(b"\x0c{}"), ErrorCode::ParseError);
+        assert_eq!(code_of(b"{\x0c}"), ErrorCode::ParseError);
+        assert!(decode(b" \t\r\n{\"jsonrpc\":\"2.0\",\"method\":\"m\"} \n").is_ok());
+    }
+
+    #[test]
+    fn a_duplicate_envelope_member_is_an_invalid_request() {
+        let error =
+            decode(br#"{"jsonrpc":"2.0","method":"m","params":{},"params":[]}"#).unwrap_err();
+        assert_eq!(error.code, ErrorCode::InvalidRequest);
+        assert_eq!(error.reason, "malformedEnvelope");
+        assert!(error.message.contains("`params`"), "{}", error.message);
+    }
+
+    #[test]
+    fn the_index_holds_the_members_of_params() {
+        let message = br#"{"jsonrpc":"2.0","method":"clientService/notify","params":{"serviceId":"s","method":"x","params":{"k":[1,{"d":"\""}]}}}"#;
+        let mut index = MemberIndex::default();
+        let Message::Notification { params, .. } = decode_indexed(message, &mut index).unwrap()
+        else {
+            panic!("a notification");
+        };
+        let params = params.unwrap();
+        let indexed: Vec<_> = index.members_of(params.get()).unwrap().collect();
+        let walked: Vec<_> = crate::scan::members(params).collect();
+        assert_eq!(indexed, walked);
+        assert_eq!(indexed[2].value, r#"{"k":[1,{"d":"\""}]}"#);
+
+        // Params that are not an object leave the index empty and unclaimed.
+        let mut index = MemberIndex::default();
+        let message = br#"{"jsonrpc":"2.0","method":"m","params":[1]}"#;
+        let Message::Notification { params, .. } = decode_indexed(message, &mut index).unwrap()
+        else {
+            panic!("a notification");
+        };
+        assert!(index.members_of(params.unwrap().get()).is_none());
     }
 }

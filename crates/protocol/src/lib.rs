@@ -1,6 +1,7 @@
 //! Wire types of the Switchboard hub, with no I/O.
 //!
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, decoded with payloads left raw;
+//! - [`json`]: the one-pass validator behind it, which also finds members;
 //! - [`hub`]: the methods, parameters, results and catalog actions of
 //!   `hub-protocol.md`;
 //! - [`error`]: the error codes and the shapes of their `data`;
@@ -13,6 +14,7 @@
 pub mod discovery;
 pub mod error;
 pub mod hub;
+pub mod json;
 pub mod jsonrpc;
 pub mod limits;
 pub mod principal;

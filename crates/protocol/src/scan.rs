@@ -1,21 +1,23 @@
 //! Finding the members of a JSON object that has already been validated.
 //!
-//! The hub validates each message once, with serde_json, while decoding the
-//! envelope (`jsonrpc::decode`); `params` comes out of that pass as a
-//! borrowed `RawValue`. Decoding `params` again with serde would validate
-//! the whole payload a second time, and the payload is most of the message.
-//! [`members`] instead walks the object's top level and *skips* each value
-//! (quotes, escapes and brackets only), which is what routing needs: the
-//! bytes of `serviceId`, `method` and `params`, payload untouched.
+//! The hub validates each message once while decoding the envelope
+//! (`jsonrpc::decode_indexed`), which also records the members of `params`
+//! ([`crate::json::MemberIndex`]). This is the fallback for an object with
+//! more members than that index holds: [`members`] walks the object's top
+//! level and *skips* each value (quotes, escapes and brackets only), which is
+//! what routing needs: the bytes of `serviceId`, `method` and `params`,
+//! payload untouched.
 //!
 //! Only call it on text serde_json has validated (a `RawValue`): it does not
 //! check syntax, it only relies on it.
 
 use serde_json::value::RawValue;
 
-/// The members of the JSON object `object`, as (raw key, raw value): the key
-/// is the JSON string with its quotes, the value the exact bytes of the value.
-/// Yields nothing when `object` is not an object.
+use crate::json::{JsonStr, Member};
+
+/// The members of the JSON object `object`: each key is the JSON string with
+/// its quotes, each value the exact bytes of the value. Yields nothing when
+/// `object` is not an object.
 pub fn members(object: &RawValue) -> Members<'_> {
     let text = object.get();
     let bytes = text.as_bytes();
@@ -33,7 +35,7 @@ pub struct Members<'a> {
 }
 
 impl<'a> Iterator for Members<'a> {
-    type Item = (&'a str, &'a str);
+    type Item = Member<'a>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let bytes = self.text.as_bytes();
@@ -45,15 +47,22 @@ impl<'a> Iterator for Members<'a> {
             self.at = bytes.len();
             return None;
         }
-        let key_end = string_end(bytes, i);
-        let key = &self.text[i..key_end];
+        let (key_end, key_escaped) = string_end(bytes, i);
+        let key = JsonStr {
+            raw: &self.text[i..key_end],
+            escaped: key_escaped,
+        };
         i = skip_space(bytes, key_end);
         // A validated object has ':' here.
         i = skip_space(bytes, i + 1);
-        let value_end = value_end(bytes, i);
+        let (value_end, value_escaped) = value_end(bytes, i);
         let value = &self.text[i..value_end];
         self.at = value_end;
-        Some((key, value))
+        Some(Member {
+            key,
+            value,
+            value_escaped,
+        })
     }
 }
 
@@ -64,38 +73,42 @@ fn skip_space(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// `bytes[start]` is an opening quote; the index just past the closing one.
-fn string_end(bytes: &[u8], start: usize) -> usize {
+/// `bytes[start]` is an opening quote: the index just past the closing one,
+/// and whether the string has escapes.
+fn string_end(bytes: &[u8], start: usize) -> (usize, bool) {
     let mut i = start + 1;
+    let mut escaped = false;
     while let Some(offset) = memchr::memchr2(b'"', b'\\', &bytes[i..]) {
         i += offset;
         if bytes[i] == b'\\' {
+            escaped = true;
             i += 2;
         } else {
-            return i + 1;
+            return (i + 1, escaped);
         }
     }
-    bytes.len()
+    (bytes.len(), escaped)
 }
 
-/// `bytes[start]` starts a value; the index just past it.
-fn value_end(bytes: &[u8], start: usize) -> usize {
-    match bytes.get(start) {
-        Some(b'"') => string_end(bytes, start),
+/// `bytes[start]` starts a value: the index just past it, and whether it is
+/// a string with escapes.
+fn value_end(bytes: &[u8], start: usize) -> (usize, bool) {
+    let end = match bytes.get(start) {
+        Some(b'"') => return string_end(bytes, start),
         Some(b'{' | b'[') => {
             let mut depth = 0usize;
             let mut i = start;
             while i < bytes.len() {
                 match bytes[i] {
                     b'"' => {
-                        i = string_end(bytes, i);
+                        i = string_end(bytes, i).0;
                         continue;
                     }
                     b'{' | b'[' => depth += 1,
                     b'}' | b']' => {
                         depth -= 1;
                         if depth == 0 {
-                            return i + 1;
+                            return (i + 1, false);
                         }
                     }
                     _ => {}
@@ -115,7 +128,8 @@ fn value_end(bytes: &[u8], start: usize) -> usize {
             i
         }
         None => start,
-    }
+    };
+    (end, false)
 }
 
 #[cfg(test)]
@@ -129,7 +143,7 @@ mod tests {
     fn all(text: &str) -> Vec<(String, String)> {
         let value = raw(text);
         members(&value)
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .map(|m| (m.key.raw.to_owned(), m.value.to_owned()))
             .collect()
     }
 
@@ -162,7 +176,7 @@ mod tests {
     fn finds_every_member_with_exact_bytes() {
         let text = r#" { "a" : 1 , "b":"x\"}y" ,"c" : { "d": [1, {"e": "]"}], "f": null } , "g":[ ] ,"h":-1.5e3 } "#;
         let value = RawValue::from_string(text.trim().to_owned()).unwrap();
-        let found: Vec<(&str, &str)> = members(&value).collect();
+        let found: Vec<(&str, &str)> = members(&value).map(|m| (m.key.raw, m.value)).collect();
         assert_eq!(
             found,
             vec![
@@ -186,13 +200,11 @@ mod tests {
     #[test]
     fn keys_come_raw_and_decode_with_json_str_text() {
         let value = raw(r#"{"service\u0049d":"s1","method":"m"}"#);
-        let (key, member) = members(&value).next().unwrap();
-        assert_eq!(key, r#""service\u0049d""#, "keys are raw");
-        assert_eq!(
-            crate::jsonrpc::json_str_text(key).as_deref(),
-            Some("serviceId")
-        );
-        assert_eq!(member, "\"s1\"");
+        let member = members(&value).next().unwrap();
+        assert_eq!(member.key.raw, r#""service\u0049d""#, "keys are raw");
+        assert!(member.key.escaped && member.key.is("serviceId"));
+        assert_eq!(member.value, "\"s1\"");
+        assert_eq!(member.value_str().as_deref(), Some("s1"));
     }
 
     #[test]
@@ -201,9 +213,9 @@ mod tests {
         let parsed: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(text).unwrap();
         let value = raw(text);
-        for (key, member) in members(&value) {
-            let key: String = serde_json::from_str(key).unwrap();
-            let member: serde_json::Value = serde_json::from_str(member).unwrap();
+        for member in members(&value) {
+            let key: String = serde_json::from_str(member.key.raw).unwrap();
+            let member: serde_json::Value = serde_json::from_str(member.value).unwrap();
             assert_eq!(parsed[&key], member);
         }
         assert_eq!(members(&value).count(), parsed.len());

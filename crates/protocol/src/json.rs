@@ -1,0 +1,748 @@
+//! A JSON validator that walks a message once and reports where its members
+//! are.
+//!
+//! The hub must validate every message (a malformed line is answered with
+//! `-32700`, never forwarded), and routing needs the positions of a few
+//! members: the envelope's `method`, `id` and `params`, and inside `params`
+//! the `serviceId`, `method` and payload of a `clientService/*` call. This
+//! module does both in one pass. The payload is validated and skipped, never
+//! decoded: nothing here builds a value or allocates (except for nesting
+//! deeper than [`Nesting::INLINE`] levels).
+//!
+//! What it accepts is RFC 8259 exactly as serde_json's validating reader
+//! accepts it (`serde_json::from_str::<IgnoredAny>`): the fuzz target
+//! `json_validator` and the tests below compare the two on every input.
+//! In particular, like serde_json, `\u` escapes are checked for four hex
+//! digits but not for surrogate pairing, and nesting depth is unbounded
+//! (the message size bounds it).
+//!
+//! Why not serde_json here: for a 200 B notification, serde_json's string
+//! scanning (8 bytes at a time, in general-purpose registers) was half of the
+//! hub's instructions per message (`docs/performance.md` §2). Here string
+//! text is scanned sixteen bytes per step with SSE2 (part of every x86-64
+//! CPU; other targets take a byte loop).
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// Where a text stops being JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SyntaxError {
+    /// Byte offset of the first byte that does not fit (the text's length
+    /// when it ends too early).
+    pub at: usize,
+    pub expected: &'static str,
+}
+
+impl fmt::Display for SyntaxError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "expected {} at byte {}", self.expected, self.at)
+    }
+}
+
+impl std::error::Error for SyntaxError {}
+
+/// Whether `text` is exactly one JSON value, with optional whitespace
+/// around it.
+pub fn validate(text: &str) -> Result<(), SyntaxError> {
+    let mut cursor = Cursor::new(text);
+    cursor.skip_space();
+    cursor.value()?;
+    cursor.end()
+}
+
+/// A JSON string as it appears in the text, quotes included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonStr<'a> {
+    pub raw: &'a str,
+    /// Whether it contains a backslash escape (so its text differs from
+    /// the bytes between its quotes).
+    pub escaped: bool,
+}
+
+impl<'a> JsonStr<'a> {
+    /// The bytes between the quotes: the string's text when not `escaped`.
+    pub fn inner(&self) -> &'a str {
+        &self.raw[1..self.raw.len() - 1]
+    }
+
+    /// The string's text: borrowed unless escaped.
+    #[inline]
+    pub fn text(&self) -> Cow<'a, str> {
+        if self.escaped {
+            crate::jsonrpc::json_str_text(self.raw).unwrap_or_default()
+        } else {
+            Cow::Borrowed(self.inner())
+        }
+    }
+
+    /// Whether the string's text is `name`.
+    #[inline]
+    pub fn is(&self, name: &str) -> bool {
+        self.text() == name
+    }
+}
+
+/// One member of an object: its key and the exact text of its value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member<'a> {
+    pub key: JsonStr<'a>,
+    pub value: &'a str,
+    /// Whether the value is a string with escapes.
+    pub value_escaped: bool,
+}
+
+impl<'a> Member<'a> {
+    /// The value's text when it is a JSON string, borrowed unless escaped.
+    pub fn value_str(&self) -> Option<Cow<'a, str>> {
+        if !self.value.starts_with('"') {
+            None
+        } else if self.value_escaped {
+            crate::jsonrpc::json_str_text(self.value)
+        } else {
+            Some(Cow::Borrowed(&self.value[1..self.value.len() - 1]))
+        }
+    }
+}
+
+/// The first [`MemberIndex::CAPACITY`] members of an object, recorded while
+/// it was validated.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberIndex<'a> {
+    /// The text of the object indexed.
+    object: Option<&'a str>,
+    members: [Option<Member<'a>>; MemberIndex::CAPACITY],
+    len: usize,
+    /// More members than the capacity: the index is not the whole object.
+    overflowed: bool,
+}
+
+impl Default for MemberIndex<'_> {
+    fn default() -> Self {
+        MemberIndex {
+            object: None,
+            members: [None; MemberIndex::CAPACITY],
+            len: 0,
+            overflowed: false,
+        }
+    }
+}
+
+impl<'a> MemberIndex<'a> {
+    /// Enough for every `clientService/*` call (at most four members).
+    pub const CAPACITY: usize = 8;
+
+    fn push(&mut self, member: Member<'a>) {
+        match self.members.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some(member);
+                self.len += 1;
+            }
+            None => self.overflowed = true,
+        }
+    }
+
+    /// Every member of `object` in order; `None` when this index is not of
+    /// `object` (the very same text) or `object` had more than
+    /// [`Self::CAPACITY`] members (walk it with [`crate::scan::members`]).
+    pub fn members_of(&self, object: &str) -> Option<impl Iterator<Item = Member<'a>> + '_> {
+        let same = self
+            .object
+            .is_some_and(|indexed| std::ptr::eq(indexed, object));
+        (same && !self.overflowed).then(|| self.members[..self.len].iter().flatten().copied())
+    }
+}
+
+/// A position in a text being validated.
+pub(crate) struct Cursor<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Cursor { text, at: 0 }
+    }
+
+    pub(crate) fn at(&self) -> usize {
+        self.at
+    }
+
+    /// The text from `start` to the cursor.
+    pub(crate) fn since(&self, start: usize) -> &'a str {
+        &self.text[start..self.at]
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    pub(crate) fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.at).copied()
+    }
+
+    fn error(&self, expected: &'static str) -> SyntaxError {
+        SyntaxError {
+            at: self.at,
+            expected,
+        }
+    }
+
+    pub(crate) fn skip_space(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    /// Only whitespace is left.
+    pub(crate) fn end(&mut self) -> Result<(), SyntaxError> {
+        self.skip_space();
+        match self.peek() {
+            None => Ok(()),
+            Some(_) => Err(self.error("the end of the text")),
+        }
+    }
+
+    pub(crate) fn eat(&mut self, byte: u8, expected: &'static str) -> Result<(), SyntaxError> {
+        if self.peek() == Some(byte) {
+            self.at += 1;
+            Ok(())
+        } else {
+            Err(self.error(expected))
+        }
+    }
+
+    /// One value at the cursor (no leading whitespace). Returns whether it
+    /// is a string with escapes.
+    #[inline]
+    pub(crate) fn value(&mut self) -> Result<bool, SyntaxError> {
+        match self.peek() {
+            Some(b'"') => Ok(self.string()?.escaped),
+            Some(b'{' | b'[') => self.container().map(|()| false),
+            _ => self.scalar().map(|()| false),
+        }
+    }
+
+    /// A number or a literal.
+    fn scalar(&mut self) -> Result<(), SyntaxError> {
+        match self.peek() {
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(b't') => self.literal("true"),
+            Some(b'f') => self.literal("false"),
+            Some(b'n') => self.literal("null"),
+            _ => Err(self.error("a JSON value")),
+        }
+    }
+
+    /// An object or array, nested to any depth, without recursion.
+    fn container(&mut self) -> Result<(), SyntaxError> {
+        let mut nesting = Nesting::default();
+        loop {
+            // A value starts here.
+            match self.peek() {
+                Some(b'"') => {
+                    self.string()?;
+                }
+                Some(open @ (b'{' | b'[')) => {
+                    self.at += 1;
+                    self.skip_space();
+                    let close = if open == b'{' { b'}' } else { b']' };
+                    if self.peek() == Some(close) {
+                        self.at += 1;
+                    } else {
+                        nesting.push(open == b'[');
+                        if open == b'{' {
+                            self.key_and_colon()?;
+                        }
+                        continue;
+                    }
+                }
+                _ => self.scalar()?,
+            }
+            // A value ended: close containers until one takes another item.
+            loop {
+                let Some(in_array) = nesting.top() else {
+                    return Ok(());
+                };
+                self.skip_space();
+                match (self.peek(), in_array) {
+                    (Some(b','), _) => {
+                        self.at += 1;
+                        self.skip_space();
+                        if !in_array {
+                            self.key_and_colon()?;
+                        }
+                        break;
+                    }
+                    (Some(b']'), true) | (Some(b'}'), false) => {
+                        self.at += 1;
+                        nesting.pop();
+                    }
+                    (_, true) => return Err(self.error("',' or ']'")),
+                    (_, false) => return Err(self.error("',' or '}'")),
+                }
+            }
+        }
+    }
+
+    /// A key, the colon after it and the whitespace before the value.
+    fn key_and_colon(&mut self) -> Result<JsonStr<'a>, SyntaxError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("a string key"));
+        }
+        let key = self.string()?;
+        self.skip_space();
+        self.eat(b':', "':'")?;
+        self.skip_space();
+        Ok(key)
+    }
+
+    /// The members of an object whose `{` the cursor has just passed; `each`
+    /// gets every key with the cursor on its value, and must consume the
+    /// value. Ends past the `}`.
+    pub(crate) fn members(
+        &mut self,
+        mut each: impl FnMut(&mut Self, JsonStr<'a>) -> Result<(), SyntaxError>,
+    ) -> Result<(), SyntaxError> {
+        self.skip_space();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+            return Ok(());
+        }
+        loop {
+            let key = self.key_and_colon()?;
+            each(self, key)?;
+            self.skip_space();
+            match self.peek() {
+                Some(b',') => {
+                    self.at += 1;
+                    self.skip_space();
+                }
+                Some(b'}') => {
+                    self.at += 1;
+                    return Ok(());
+                }
+                _ => return Err(self.error("',' or '}'")),
+            }
+        }
+    }
+
+    /// The members of the object at the cursor, recorded in `index`.
+    pub(crate) fn object_into(&mut self, index: &mut MemberIndex<'a>) -> Result<(), SyntaxError> {
+        let start = self.at;
+        self.eat(b'{', "'{'")?;
+        self.members(|cursor, key| {
+            let start = cursor.at;
+            let value_escaped = cursor.value()?;
+            index.push(Member {
+                key,
+                value: cursor.since(start),
+                value_escaped,
+            });
+            Ok(())
+        })?;
+        index.object = Some(self.since(start));
+        Ok(())
+    }
+
+    /// The string at the cursor (on its opening quote).
+    #[inline]
+    pub(crate) fn string(&mut self) -> Result<JsonStr<'a>, SyntaxError> {
+        let bytes = self.bytes();
+        let start = self.at;
+        let mut i = start + 1;
+        let mut escaped = false;
+        loop {
+            i += plain_run(&bytes[i..]);
+            match bytes.get(i) {
+                Some(b'"') => {
+                    self.at = i + 1;
+                    return Ok(JsonStr {
+                        raw: &self.text[start..self.at],
+                        escaped,
+                    });
+                }
+                Some(b'\\') => {
+                    escaped = true;
+                    i = escape_end(bytes, i)?;
+                }
+                Some(_) => {
+                    return Err(SyntaxError {
+                        at: i,
+                        expected: "no control character in a string (escape it)",
+                    })
+                }
+                None => {
+                    return Err(SyntaxError {
+                        at: i,
+                        expected: "'\"' to close the string",
+                    })
+                }
+            }
+        }
+    }
+
+    fn number(&mut self) -> Result<(), SyntaxError> {
+        let bytes = self.bytes();
+        let digits = |mut i: usize| {
+            while bytes.get(i).is_some_and(u8::is_ascii_digit) {
+                i += 1;
+            }
+            i
+        };
+        let mut i = self.at;
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        i = match bytes.get(i) {
+            Some(b'0') => i + 1,
+            Some(b'1'..=b'9') => digits(i + 1),
+            _ => {
+                return Err(SyntaxError {
+                    at: i,
+                    expected: "a digit",
+                })
+            }
+        };
+        if bytes.get(i) == Some(&b'.') {
+            let end = digits(i + 1);
+            if end == i + 1 {
+                return Err(SyntaxError {
+                    at: end,
+                    expected: "a digit after '.'",
+                });
+            }
+            i = end;
+        }
+        if let Some(b'e' | b'E') = bytes.get(i) {
+            i += 1;
+            if let Some(b'+' | b'-') = bytes.get(i) {
+                i += 1;
+            }
+            let end = digits(i);
+            if end == i {
+                return Err(SyntaxError {
+                    at: end,
+                    expected: "a digit in the exponent",
+                });
+            }
+            i = end;
+        }
+        self.at = i;
+        Ok(())
+    }
+
+    fn literal(&mut self, word: &'static str) -> Result<(), SyntaxError> {
+        if self.text[self.at..].starts_with(word) {
+            self.at += word.len();
+            Ok(())
+        } else {
+            Err(self.error(word))
+        }
+    }
+}
+
+/// The length of the plain text at the start of `bytes`: the offset of the
+/// first `"`, `\\` or control character (below 0x20, which JSON strings may
+/// not hold unescaped), or `bytes.len()`.
+#[inline]
+fn plain_run(bytes: &[u8]) -> usize {
+    let mut at = 0;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        while let Some(chunk) = bytes[at..].first_chunk::<16>() {
+            let found = sse2::specials(chunk);
+            if found != 0 {
+                return at + found.trailing_zeros() as usize;
+            }
+            at += 16;
+        }
+        // The last few bytes, padded with spaces (plain text).
+        let rest = &bytes[at..];
+        let mut padded = [b' '; 16];
+        padded[..rest.len()].copy_from_slice(rest);
+        let found = sse2::specials(&padded);
+        at + (found.trailing_zeros() as usize).min(rest.len())
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        while let Some(&b) = bytes.get(at) {
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                break;
+            }
+            at += 1;
+        }
+        at
+    }
+}
+
+/// Sixteen bytes at a time: the scan of string text is most of the work of
+/// validating a message, and SSE2 is part of every x86-64 CPU.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+mod sse2 {
+    use std::arch::x86_64::{
+        _mm_cmpeq_epi8, _mm_loadu_si128, _mm_max_epu8, _mm_movemask_epi8, _mm_or_si128,
+        _mm_set1_epi8,
+    };
+
+    /// Bit `i` is set when `chunk[i]` is `"`, `\\` or below 0x20.
+    #[inline]
+    pub(super) fn specials(chunk: &[u8; 16]) -> u32 {
+        // SAFETY: the load reads the 16 bytes of `chunk`; the target has
+        // SSE2 (cfg).
+        unsafe {
+            let text = _mm_loadu_si128(chunk.as_ptr().cast());
+            let quote = _mm_cmpeq_epi8(text, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(text, _mm_set1_epi8(b'\\' as i8));
+            // Unsigned `byte <= 0x1f` is `max(byte, 0x1f) == 0x1f`.
+            let limit = _mm_set1_epi8(0x1f);
+            let control = _mm_cmpeq_epi8(_mm_max_epu8(text, limit), limit);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control)) as u32
+        }
+    }
+}
+
+/// `bytes[at]` is a backslash inside a string: the index past its escape.
+fn escape_end(bytes: &[u8], at: usize) -> Result<usize, SyntaxError> {
+    match bytes.get(at + 1) {
+        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(at + 2),
+        Some(b'u') => {
+            for i in at + 2..at + 6 {
+                if !bytes.get(i).is_some_and(u8::is_ascii_hexdigit) {
+                    return Err(SyntaxError {
+                        at: i.min(bytes.len()),
+                        expected: "four hex digits after '\\u'",
+                    });
+                }
+            }
+            Ok(at + 6)
+        }
+        _ => Err(SyntaxError {
+            at: (at + 1).min(bytes.len()),
+            expected: "an escape: one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX",
+        }),
+    }
+}
+
+/// The open containers of a value being validated: one bit each, 1 for an
+/// array. The first `INLINE` levels live in a word; deeper ones (only a
+/// pathological message nests that far) spill to the heap.
+#[derive(Default)]
+struct Nesting {
+    inline: u128,
+    depth: usize,
+    deeper: Vec<bool>,
+}
+
+impl Nesting {
+    const INLINE: usize = 128;
+
+    fn push(&mut self, array: bool) {
+        if self.depth < Self::INLINE {
+            let bit = 1u128 << self.depth;
+            if array {
+                self.inline |= bit;
+            } else {
+                self.inline &= !bit;
+            }
+        } else {
+            self.deeper.push(array);
+        }
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) {
+        self.depth -= 1;
+        if self.depth >= Self::INLINE {
+            self.deeper.pop();
+        }
+    }
+
+    /// Whether the innermost open container is an array; `None` at the top.
+    fn top(&self) -> Option<bool> {
+        let level = self.depth.checked_sub(1)?;
+        Some(if level < Self::INLINE {
+            self.inline & (1u128 << level) != 0
+        } else {
+            self.deeper.last().copied().unwrap_or(false)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serde_accepts(text: &str) -> bool {
+        serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+    }
+
+    fn agree(text: &str) {
+        assert_eq!(
+            validate(text).is_ok(),
+            serde_accepts(text),
+            "validate and serde_json disagree on {text:?}: {:?}",
+            validate(text)
+        );
+    }
+
+    #[test]
+    fn accepts_and_rejects_what_serde_json_does() {
+        let cases = [
+            "",
+            " ",
+            "null",
+            "true",
+            "false",
+            "nul",
+            "truex",
+            "0",
+            "-0",
+            "01",
+            "-",
+            "1.",
+            "1.5",
+            "1e",
+            "1e+",
+            "1e+5",
+            "1E-05",
+            "-1.5e3",
+            ".5",
+            "+1",
+            "1.5.3",
+            "\"\"",
+            "\"a\"",
+            "\"a",
+            "\"\\\"",
+            "\"\\u12\"",
+            "\"\\u12g4\"",
+            "\"\\u1234\"",
+            "\"\\ud800\"",
+            "\"\\x\"",
+            "\"\\/\"",
+            "\"\u{1}\"",
+            "\"\u{1f}\"",
+            "\"\u{7f}\"",
+            "\"é\"",
+            "[]",
+            "[ ]",
+            "[1,]",
+            "[,1]",
+            "[1 2]",
+            "[1,2]",
+            "[[[]]]",
+            "[[]",
+            "[]]",
+            "{}",
+            "{ }",
+            "{\"a\"}",
+            "{\"a\":}",
+            "{\"a\":1,}",
+            "{\"a\":1 \"b\":2}",
+            "{1:2}",
+            "{\"a\":1}",
+            "{\"a\":[1,{\"b\":null}]}",
+            "{\"a\":1}}",
+            "{\"a\":1]",
+            "[1}",
+            " [1] ",
+            "[1] x",
+            "1 2",
+            "\t\r\n1\n",
+            "\u{a0}1",
+            "[\"a\\\\\"]",
+            "[\"a\\\\\\\"\"]",
+            "{\"\\u0061\":1}",
+            "[-]",
+            "[-a]",
+            "[1e5x]",
+            "[0x1]",
+            "{\"a\" : 1 , \"b\" : [ 1 , 2 ] }",
+            "[true,false,null]",
+            "[tru]",
+        ];
+        for text in cases {
+            agree(text);
+        }
+    }
+
+    #[test]
+    fn strings_of_every_length_with_specials_at_every_position() {
+        // Long enough to cross several 16-byte steps and a padded tail.
+        for len in 0..70 {
+            for at in 0..=len {
+                for special in ["\\\"", "\\\\", "\\n", "\\u00e9", "\"", "\\", "\u{1}", "\\q"] {
+                    let mut text = "a".repeat(len);
+                    text.insert_str(at, special);
+                    agree(&format!("\"{text}\""));
+                    agree(&format!("{{\"{text}\":1}}"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deep_nesting_spills_and_unwinds() {
+        for depth in [1, 127, 128, 129, 1000] {
+            let arrays = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+            assert_eq!(validate(&arrays), Ok(()), "{depth}");
+            let mixed = format!("{}1{}", "{\"k\":[".repeat(depth), "]}".repeat(depth));
+            assert_eq!(validate(&mixed), Ok(()), "{depth}");
+            let unbalanced = format!("{}{}", "[".repeat(depth), "]".repeat(depth - 1));
+            assert!(validate(&unbalanced).is_err(), "{depth}");
+            // A closer of the wrong kind at the deepest level.
+            let crossed = format!("{}}}{}", "[".repeat(depth), "]".repeat(depth - 1));
+            assert!(validate(&crossed).is_err(), "{depth}");
+        }
+    }
+
+    #[test]
+    fn errors_say_where_and_what() {
+        let error = validate("{\"a\":1 \"b\":2}").unwrap_err();
+        assert_eq!(error.at, 7);
+        assert_eq!(error.to_string(), "expected ',' or '}' at byte 7");
+        assert_eq!(validate("[1,2").unwrap_err().at, 4);
+        assert_eq!(validate("\"abc").unwrap_err().at, 4);
+    }
+
+    #[test]
+    fn the_index_records_members_with_exact_text() {
+        let text = r#"{ "serviceId" : "s\u0031" , "method":"m","params":{"x":[1,"]"]},"n":-1 }"#;
+        let mut cursor = Cursor::new(text);
+        let mut index = MemberIndex::default();
+        cursor.object_into(&mut index).unwrap();
+        cursor.end().unwrap();
+        let copy = String::from(text);
+        assert!(index.members_of(&copy).is_none(), "equal text elsewhere");
+        let members: Vec<_> = index.members_of(text.trim_end()).unwrap().collect();
+        assert_eq!(members.len(), 4);
+        assert!(members[0].key.is("serviceId") && !members[0].key.escaped);
+        assert_eq!(members[0].value, r#""s\u0031""#);
+        assert_eq!(members[0].value_str().as_deref(), Some("s1"));
+        assert_eq!(members[1].value_str().as_deref(), Some("m"));
+        assert_eq!(members[2].value, r#"{"x":[1,"]"]}"#);
+        assert_eq!(members[2].value_str(), None);
+        assert_eq!(members[3].value, "-1");
+    }
+
+    #[test]
+    fn an_index_past_capacity_says_it_is_incomplete() {
+        let members: Vec<String> = (0..=MemberIndex::CAPACITY)
+            .map(|i| format!("\"k{i}\":{i}"))
+            .collect();
+        let text = format!("{{{}}}", members.join(","));
+        let mut index = MemberIndex::default();
+        Cursor::new(&text).object_into(&mut index).unwrap();
+        assert!(index.members_of(&text).is_none());
+    }
+
+    #[test]
+    fn escaped_keys_match_by_their_text() {
+        let key = JsonStr {
+            raw: r#""para\u006ds""#,
+            escaped: true,
+        };
+        assert!(key.is("params"));
+        assert!(!key.is("para\\u006ds"));
+    }
+}
