@@ -540,3 +540,37 @@ async fn racing_answers_cancels_and_timeouts_answer_each_request_exactly_once() 
     assert_eq!(outcomes.iter().sum::<u64>(), ROUNDS);
     hub.assert_bookkeeping_released().await;
 }
+
+#[tokio::test]
+async fn request_params_are_read_alike_within_and_past_the_decoders_index() {
+    // The decoder indexes the first 8 members of `params`; past that the
+    // router walks params itself. Both paths must agree, duplicates included.
+    let hub = TestHub::start().await;
+    let (mut owner, mut caller, service) = owner_and_caller(&hub).await;
+    for extra_members in [0, 10] {
+        let extras: String = (0..extra_members)
+            .map(|i| format!("\"x{i}\":[{i}],"))
+            .collect();
+        let line = format!(
+            r#"{{"jsonrpc":"2.0","id":"ok","method":"clientService/request","params":{{{extras}"serviceId":"{service}","method":"wide","params":{{"k":"v"}}}}}}"#
+        );
+        caller.send_line(&line).await;
+        let handle = owner.handle_request().await;
+        assert_eq!(handle["params"]["method"], "wide");
+        assert_eq!(handle["params"]["params"], json!({"k": "v"}));
+        owner.respond(&handle["id"], json!(extra_members)).await;
+        assert_eq!(
+            expect_result(&caller.response(&json!("ok")).await),
+            json!(extra_members)
+        );
+
+        let twice = format!(
+            r#"{{"jsonrpc":"2.0","id":"twice","method":"clientService/request","params":{{{extras}"serviceId":"{service}","method":"a","method":"b"}}}}"#
+        );
+        caller.send_line(&twice).await;
+        let answer = caller.response(&json!("twice")).await;
+        assert_eq!(answer["error"]["code"], -32602, "{answer}");
+        assert_eq!(answer["error"]["data"]["field"], "method", "{answer}");
+    }
+    hub.assert_bookkeeping_released().await;
+}
