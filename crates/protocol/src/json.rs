@@ -7,7 +7,7 @@
 //! the `serviceId`, `method` and payload of a `clientService/*` call. This
 //! module does both in one pass. The payload is validated and skipped, never
 //! decoded: nothing here builds a value or allocates (except for nesting
-//! deeper than [`Nesting::INLINE`] levels).
+//! deeper than 128 levels, `Nesting::INLINE`).
 //!
 //! What it accepts is RFC 8259 exactly as serde_json's validating reader
 //! accepts it (`serde_json::from_str::<IgnoredAny>`): the fuzz target
