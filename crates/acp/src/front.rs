@@ -170,7 +170,11 @@ impl Front {
         let front = self.clone();
         self.tasks.spawn(async move {
             let result = match front.store.create_session(&id, &request.cwd).await {
-                Err(error) => Err(internal(format!("cannot record the session: {error}"))),
+                Err(error) => {
+                    // Free the slot before answering (see `load_session`).
+                    drop(reservation);
+                    Err(internal(format!("cannot record the session: {error}")))
+                }
                 Ok(()) => reservation
                     .complete(Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0))
                     .map_err(table_error)
@@ -200,11 +204,19 @@ impl Front {
         };
         let front = self.clone();
         self.tasks.spawn(async move {
-            let stored = match front.store.load(&id).await {
+            let loaded = front.store.load(&id).await;
+            let stored = match loaded {
                 Ok(Some(stored)) => stored,
-                Ok(None) => return answer(responder, Err(table_error(TableError::Unknown(id)))),
-                Err(error) => {
-                    return answer(responder, Err(internal(format!("cannot read the session: {error}"))))
+                failed => {
+                    // Free the id before answering: an editor that has heard
+                    // "not found" may use the id at once, and must not find
+                    // it still reserved ("still loading").
+                    drop(reservation);
+                    let error = match failed {
+                        Err(error) => internal(format!("cannot read the session: {error}")),
+                        _ => table_error(TableError::Unknown(id)),
+                    };
+                    return answer(responder, Err(error));
                 }
             };
             // Replay: each complete turn's prompt, then its updates as sent.
