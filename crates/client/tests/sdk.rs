@@ -343,10 +343,20 @@ async fn reconnect_registers_again_under_new_ids() {
         .request::<Value>(&old_id, "x", &json!({}))
         .await
         .unwrap_err();
-    assert_eq!(
-        error.kind(),
-        Some(ErrorKind::NotFound),
-        "an old id never routes"
+    // The old connection's close reaches the hub on its own time: until
+    // the hub has processed it the old service is going (`serviceGone`,
+    // disconnected), after that it is unknown. Either way it never routes.
+    assert!(
+        matches!(
+            error.kind(),
+            Some(
+                ErrorKind::NotFound
+                    | ErrorKind::ServiceGone {
+                        reason: Some(GoneReason::Disconnected)
+                    }
+            )
+        ),
+        "an old id never routes: {error:?}"
     );
     let answer: String = caller.request(&new_id, "x", &json!({})).await.unwrap();
     assert_eq!(answer, "ok");
