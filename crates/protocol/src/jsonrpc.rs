@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserializer, IgnoredAny};
+use serde::de::Deserializer;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -278,7 +278,10 @@ pub fn decode_indexed<'a>(
 }
 
 fn not_an_object(bytes: &[u8], first: Option<u8>) -> DecodeError<'_> {
-    if serde_json::from_slice::<IgnoredAny>(bytes).is_err() {
+    // The same validator as for objects (serde_json's `from_slice` would not
+    // check the UTF-8 of strings it skips).
+    let is_json = std::str::from_utf8(bytes).is_ok_and(|text| crate::json::validate(text).is_ok());
+    if !is_json {
         return DecodeError {
             code: ErrorCode::ParseError,
             id: None,
@@ -566,6 +569,13 @@ mod tests {
             assert_eq!(error.reason, "notJson");
             assert!(error.message.contains("at byte"), "{}", error.message);
         }
+    }
+
+    #[test]
+    fn a_non_object_is_judged_by_the_same_validator() {
+        assert_eq!(code_of(b"[\"\xff\"]"), ErrorCode::ParseError);
+        assert_eq!(code_of(b"[1,]"), ErrorCode::ParseError);
+        assert_eq!(decode(b"[1]").unwrap_err().reason, "batch");
     }
 
     #[test]
