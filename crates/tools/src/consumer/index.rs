@@ -361,6 +361,19 @@ mod tests {
             .collect())
     }
 
+    fn providers() -> Providers {
+        let (caller, _commands) = HubCaller::detached();
+        Providers::new(caller)
+    }
+
+    /// Applies the answer `names` to `fetch`.
+    fn answer(providers: &mut Providers, fetch: Fetch, names: &[&str]) -> Applied {
+        providers.apply(Fetched {
+            fetch,
+            tools: listing(names),
+        })
+    }
+
     fn exposed(providers: &Providers) -> Vec<String> {
         let (table, _) = providers.build();
         table.tools().map(|tool| tool.name.clone()).collect()
@@ -385,110 +398,71 @@ mod tests {
 
     #[test]
     fn a_slow_old_list_never_overwrites_a_newer_one() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let old = providers.saw(provider("svc", "ns", 1)).unwrap();
         let new = providers.saw(provider("svc", "ns", 2)).unwrap();
         assert!(new.number > old.number);
-        let applied = providers.apply(Fetched {
-            fetch: new,
-            tools: listing(&["new"]),
-        });
+        let applied = answer(&mut providers, new, &["new"]);
         assert_eq!(applied, Applied::Current);
-        let applied = providers.apply(Fetched {
-            fetch: old,
-            tools: listing(&["old"]),
-        });
+        let applied = answer(&mut providers, old, &["old"]);
         assert_eq!(applied, Applied::Stale);
         assert_eq!(exposed(&providers), ["ns__new"]);
     }
 
     #[test]
     fn an_answer_from_before_a_reconnect_is_stale_for_the_same_service_id() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let before = providers.saw(provider("svc", "ns", 1)).unwrap();
         providers.clear();
         let after = providers.saw(provider("svc", "ns", 1)).unwrap();
-        let stale = Fetched {
-            fetch: before,
-            tools: listing(&["old"]),
-        };
-        assert_eq!(providers.apply(stale), Applied::Stale);
-        let current = Fetched {
-            fetch: after,
-            tools: listing(&["fresh"]),
-        };
-        assert_eq!(providers.apply(current), Applied::Current);
+        assert_eq!(answer(&mut providers, before, &["old"]), Applied::Stale);
+        assert_eq!(answer(&mut providers, after, &["fresh"]), Applied::Current);
         assert_eq!(exposed(&providers), ["ns__fresh"]);
     }
 
     #[test]
     fn the_same_metadata_is_not_listed_again_but_a_new_revision_is() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let first = providers.saw(provider("svc", "ns", 1)).unwrap();
-        providers.apply(Fetched {
-            fetch: first,
-            tools: listing(&["a"]),
-        });
+        answer(&mut providers, first, &["a"]);
         assert_eq!(providers.saw(provider("svc", "ns", 1)), None);
         assert!(providers.saw(provider("svc", "ns", 2)).is_some());
         // The old tools stay offered until the new list arrives.
         assert_eq!(exposed(&providers), ["ns__a"]);
         // A refresh makes the pending fetch stale as well.
         let refresh = providers.refresh("svc").unwrap();
-        providers.apply(Fetched {
-            fetch: refresh,
-            tools: listing(&["b"]),
-        });
+        answer(&mut providers, refresh, &["b"]);
         assert_eq!(exposed(&providers), ["ns__b"]);
         assert_eq!(providers.refresh("unknown"), None);
     }
 
     #[test]
     fn a_renamed_namespace_drops_the_old_names_at_once() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let first = providers.saw(provider("svc", "old", 1)).unwrap();
-        providers.apply(Fetched {
-            fetch: first,
-            tools: listing(&["a"]),
-        });
+        answer(&mut providers, first, &["a"]);
         providers.saw(provider("svc", "new", 1)).unwrap();
         assert!(exposed(&providers).is_empty());
     }
 
     #[test]
     fn a_service_that_stops_being_a_provider_leaves() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let first = providers.saw(provider("svc", "ns", 1)).unwrap();
-        providers.apply(Fetched {
-            fetch: first.clone(),
-            tools: listing(&["a"]),
-        });
+        answer(&mut providers, first.clone(), &["a"]);
         assert_eq!(
             providers.saw(service("svc", json!({"protocol": "other"}))),
             None
         );
         assert!(exposed(&providers).is_empty());
-        let late = Fetched {
-            fetch: first,
-            tools: listing(&["a"]),
-        };
-        assert_eq!(providers.apply(late), Applied::Gone);
+        assert_eq!(answer(&mut providers, first, &["a"]), Applied::Gone);
     }
 
     #[test]
     fn a_failed_list_offers_nothing_of_that_provider() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         let first = providers.saw(provider("svc", "ns", 1)).unwrap();
-        providers.apply(Fetched {
-            fetch: first,
-            tools: listing(&["a"]),
-        });
+        answer(&mut providers, first, &["a"]);
         let second = providers.saw(provider("svc", "ns", 2)).unwrap();
         providers.apply(Fetched {
             fetch: second,
@@ -499,19 +473,12 @@ mod tests {
 
     #[test]
     fn providers_claim_namespaces_in_arrival_order() {
-        let (caller, _commands) = HubCaller::detached();
-        let mut providers = Providers::new(caller);
+        let mut providers = providers();
         // Arrival order, not service id order, decides.
         let first = providers.saw(provider("svc-b", "ns", 1)).unwrap();
         let second = providers.saw(provider("svc-a", "ns", 1)).unwrap();
-        providers.apply(Fetched {
-            fetch: second,
-            tools: listing(&["from_a"]),
-        });
-        providers.apply(Fetched {
-            fetch: first,
-            tools: listing(&["from_b"]),
-        });
+        answer(&mut providers, second, &["from_a"]);
+        answer(&mut providers, first, &["from_b"]);
         assert_eq!(exposed(&providers), ["ns__from_b"]);
         providers.removed("svc-b");
         assert_eq!(exposed(&providers), ["ns__from_a"]);

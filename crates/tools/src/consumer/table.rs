@@ -302,6 +302,15 @@ mod tests {
             .collect()
     }
 
+    /// A table of `(owner, namespace, tools)` groups added in that order.
+    fn build(groups: &[(&'static str, &str, &[&str])]) -> (ToolTable, Vec<Conflict>) {
+        let mut builder = TableBuilder::new();
+        for (owner, namespace, names) in groups {
+            builder.add_group(owner, namespace, tools(owner, namespace, names));
+        }
+        builder.finish()
+    }
+
     fn names(table: &ToolTable) -> Vec<String> {
         table.tools().map(|tool| tool.name.clone()).collect()
     }
@@ -326,10 +335,7 @@ mod tests {
 
     #[test]
     fn one_exposed_name_from_two_namespaces_keeps_the_first() {
-        let mut builder = TableBuilder::new();
-        builder.add_group("one", "a__b", tools("one", "a__b", &["c"]));
-        builder.add_group("two", "a", tools("two", "a", &["b__c", "d"]));
-        let (table, conflicts) = builder.finish();
+        let (table, conflicts) = build(&[("one", "a__b", &["c"]), ("two", "a", &["b__c", "d"])]);
         assert_eq!(names(&table), ["a__b__c", "a__d"]);
         assert_eq!(table.get("a__b__c").unwrap().backend.id(), "one");
         assert!(
@@ -339,10 +345,10 @@ mod tests {
 
     #[test]
     fn model_names_map_both_ways_and_the_first_keeps_a_contested_one() {
-        let mut builder = TableBuilder::new();
-        builder.add_group("one", "my.ns", tools("one", "my.ns", &["do it"]));
-        builder.add_group("two", "my_ns", tools("two", "my_ns", &["do_it", "other"]));
-        let (table, conflicts) = builder.finish();
+        let (table, conflicts) = build(&[
+            ("one", "my.ns", &["do it"]),
+            ("two", "my_ns", &["do_it", "other"]),
+        ]);
         assert_eq!(table.model_name("my.ns__do it"), Some("my_ns__do_it"));
         assert_eq!(
             table.by_model_name("my_ns__do_it").unwrap().name,
@@ -371,9 +377,7 @@ mod tests {
     #[test]
     fn a_name_too_long_for_models_is_still_exposed() {
         let long = "t".repeat(80);
-        let mut builder = TableBuilder::new();
-        builder.add_group("one", "ns", tools("one", "ns", &[&long]));
-        let (table, conflicts) = builder.finish();
+        let (table, conflicts) = build(&[("one", "ns", &[&long])]);
         let exposed = format!("ns__{long}");
         assert!(table.get(&exposed).is_some());
         assert_eq!(table.model_name(&exposed), None);
@@ -383,10 +387,7 @@ mod tests {
 
     #[test]
     fn groups_added_after_an_included_table_never_take_its_names() {
-        let mut hub = TableBuilder::new();
-        hub.add_group("svc-1", "git", tools("svc-1", "git", &["log"]));
-        hub.add_group("svc-2", "fs", tools("svc-2", "fs", &["read"]));
-        let (hub, _) = hub.finish();
+        let (hub, _) = build(&[("svc-1", "git", &["log"]), ("svc-2", "fs", &["read"])]);
 
         let mut session = TableBuilder::new();
         session.include(&hub);
