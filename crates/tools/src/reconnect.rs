@@ -57,8 +57,13 @@ where
 pub async fn keep_connected(client: Client, stop: CancellationToken, on_change: impl Fn(bool)) {
     loop {
         tokio::select! {
-            () = client.closed() => {}
+            biased;
             () = stop.cancelled() => return,
+            () = client.closed() => {}
+        }
+        if stop.is_cancelled() {
+            // Closed because we are stopping: nothing was lost.
+            return;
         }
         tracing::warn!("lost the connection to the hub; reconnecting");
         on_change(false);
