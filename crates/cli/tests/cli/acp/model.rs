@@ -284,3 +284,36 @@ async fn the_offered_tools_follow_the_live_catalog() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offered_tools_follow_the_hub_across_a_restart() {
+    let mut h = Harness::start().await;
+    let editor = h.editor().await;
+    let a = editor.new_session(&h.workdir).await;
+    probe_until(&h, &editor, &a, |tools| {
+        tools.iter().any(|t| t == "testtools__echo")
+    })
+    .await;
+
+    h.stop_hub().await;
+    // The agent goes on with its built-in tools only.
+    probe_until(&h, &editor, &a, |tools| {
+        !tools.iter().any(|t| t.contains("__")) && tools.iter().any(|t| t == "job_start")
+    })
+    .await;
+
+    h.start_hub().await;
+    let client = h.hub_client("provider after the restart").await;
+    let _service = provider::register_ping(&client, "back").await;
+    probe_until(&h, &editor, &a, |tools| {
+        tools.iter().any(|t| t == "back__ping")
+    })
+    .await;
+    h.model.script(
+        "ping it",
+        vec![use_tool("p", "back__ping", json!({})), say("pinged")],
+    );
+    editor.prompt_and_wait(&a, "ping it").await.unwrap();
+    let call = tool_calls(&editor.updates(&a)).pop().unwrap();
+    assert_eq!(call.text, "pong");
+}
