@@ -10,9 +10,13 @@ use std::time::Duration;
 use crate::support::*;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchboard_client::{handler_fn, method_not_found, reply, Client, Endpoint, ErrorKind};
+use switchboard_client::{
+    handler_fn, method_not_found, reply, CatalogEvent, Client, Endpoint, ErrorKind,
+};
 use switchboard_protocol::{ErrorCode, ErrorObject};
-use switchboard_tools::consumer::{CallError, ConsumerOptions, HubTools, Invocation, ToolTable};
+use switchboard_tools::consumer::{
+    CallError, ConsumerOptions, ExposedTool, HubTools, Invocation, ToolTable,
+};
 use switchboard_tools::{tool_fn, Provider, ToolResult, ToolSpec};
 use tokio::sync::Notify;
 use tokio::time::timeout;
@@ -24,8 +28,33 @@ fn consumer(hub: &TestHub) -> HubTools {
     })
 }
 
+/// The demo provider, and a consumer that has listed it.
+async fn demo_and_consumer() -> (Demo, HubTools) {
+    let demo = demo_provider().await;
+    let tools = consumer(&demo.hub);
+    assert!(tools.wait_ready(WAIT).await);
+    (demo, tools)
+}
+
+/// The tool exposed as `name` now.
+fn offered(tools: &HubTools, name: &str) -> Arc<ExposedTool> {
+    let table = tools.tools();
+    let tool = table
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} is not offered"));
+    tool.clone()
+}
+
 fn names(table: &ToolTable) -> Vec<String> {
     table.tools().map(|tool| tool.name.clone()).collect()
+}
+
+/// The backend (service id) serving the tool exposed as `name`.
+fn served_by(table: &ToolTable, name: &str) -> String {
+    let tool = table
+        .get(name)
+        .unwrap_or_else(|| panic!("{name} is not offered"));
+    tool.backend.id().to_owned()
 }
 
 /// Waits (bounded) until the published table satisfies `check`.
@@ -47,18 +76,6 @@ async fn wait_for(
     })
     .await;
     waited.unwrap_or_else(|_| panic!("timed out waiting for {what}: {:?}", names(&tools.tools())))
-}
-
-/// Polls `check` every 20 ms until it holds, for at most [`WAIT`].
-async fn eventually(what: &str, check: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 fn invocation(arguments: Value, timeout: Option<Duration>) -> Invocation {
@@ -115,9 +132,7 @@ async fn register_echo(hub: &TestHub, client: &Client, namespace: &str) -> Provi
 
 #[tokio::test]
 async fn provider_tools_are_listed_under_one_name_and_called() {
-    let demo = demo_provider().await;
-    let tools = consumer(&demo.hub);
-    assert!(tools.wait_ready(WAIT).await);
+    let (demo, tools) = demo_and_consumer().await;
     let table = tools.tools();
     assert_eq!(
         names(&table),
@@ -139,7 +154,7 @@ async fn provider_tools_are_listed_under_one_name_and_called() {
     assert_eq!(echo.input_schema(), &echo_schema());
     assert!(echo.read_only());
     assert!(!table.get("demo__counter").unwrap().read_only());
-    assert_eq!(echo.backend.id(), demo.provider.service_id());
+    assert_eq!(served_by(&table, "demo__echo"), demo.provider.service_id());
     assert_eq!(
         echo.backend.progress_client_id(),
         Some(demo.provider_client.client_id().as_str())
@@ -168,10 +183,8 @@ async fn provider_tools_are_listed_under_one_name_and_called() {
 
 #[tokio::test]
 async fn a_call_waits_no_longer_than_its_caller_asked() {
-    let demo = demo_provider().await;
-    let tools = consumer(&demo.hub);
-    assert!(tools.wait_ready(WAIT).await);
-    let blocker = tools.tools().get("demo__blocker").unwrap().clone();
+    let (demo, tools) = demo_and_consumer().await;
+    let blocker = offered(&tools, "demo__blocker");
     let error = blocker
         .call(invocation(json!({}), Some(Duration::from_millis(200))))
         .await
@@ -188,10 +201,8 @@ async fn a_call_waits_no_longer_than_its_caller_asked() {
 
 #[tokio::test]
 async fn dropping_a_call_cancels_it_on_the_provider() {
-    let demo = demo_provider().await;
-    let tools = consumer(&demo.hub);
-    assert!(tools.wait_ready(WAIT).await);
-    let cancellable = tools.tools().get("demo__cancellable").unwrap().clone();
+    let (demo, tools) = demo_and_consumer().await;
+    let cancellable = offered(&tools, "demo__cancellable");
     let started = demo.runs.started.notified();
     let call = tokio::spawn(cancellable.call(invocation(json!({}), None)));
     timeout(WAIT, started)
@@ -206,9 +217,7 @@ async fn dropping_a_call_cancels_it_on_the_provider() {
 
 #[tokio::test]
 async fn a_new_tools_revision_is_listed_and_signalled() {
-    let demo = demo_provider().await;
-    let tools = consumer(&demo.hub);
-    assert!(tools.wait_ready(WAIT).await);
+    let (demo, tools) = demo_and_consumer().await;
     let mut changes = tools.changes();
     changes.borrow_and_update();
     let (spec, handler) = echo();
@@ -235,7 +244,9 @@ async fn the_first_provider_of_a_namespace_keeps_it_until_it_leaves() {
     let tools = consumer(&hub);
     assert!(tools.wait_ready(WAIT).await);
 
-    // A second provider of the namespace, with a tool of its own.
+    // A second provider of the namespace, with a tool of its own. The
+    // consumer's client feeds this view and the index alike, in one order.
+    let mut catalog = tools.client().unwrap().catalog().await.unwrap();
     let second_client = hub.client("second").await;
     let counter = ToolSpec::new("counter", json!({"type": "object"}));
     let second = Provider::builder("dup")
@@ -247,13 +258,17 @@ async fn the_first_provider_of_a_namespace_keeps_it_until_it_leaves() {
         .register(&second_client)
         .await
         .unwrap();
-    // The index has seen the second provider once the catalog shows it;
-    // a table built after that still serves the first one only.
-    let catalog = tools.client().unwrap().catalog().await.unwrap();
-    eventually("the second provider in the catalog", || {
-        catalog.get(&second.service_id()).is_some()
-    })
-    .await;
+    // A table built after the index has seen the second provider still
+    // serves the first one only.
+    let second_id = second.service_id();
+    let seen = timeout(WAIT, async {
+        while let Some(event) = catalog.next_event().await {
+            if matches!(&event, CatalogEvent::Added(service) if service.service_id == second_id) {
+                return;
+            }
+        }
+    });
+    seen.await.expect("the second provider never appeared");
     let trigger_client = hub.client("third").await;
     let _other = register_echo(&hub, &trigger_client, "other").await;
     let table = wait_for(&tools, "namespace other", |table| {
@@ -261,10 +276,7 @@ async fn the_first_provider_of_a_namespace_keeps_it_until_it_leaves() {
     })
     .await;
     assert_eq!(names(&table), ["dup__echo", "other__echo"]);
-    assert_eq!(
-        table.get("dup__echo").unwrap().backend.id(),
-        first.service_id()
-    );
+    assert_eq!(served_by(&table, "dup__echo"), first.service_id());
 
     first.unregister().await.unwrap();
     let table = wait_for(&tools, "the second provider served", |table| {
@@ -272,28 +284,26 @@ async fn the_first_provider_of_a_namespace_keeps_it_until_it_leaves() {
     })
     .await;
     assert_eq!(names(&table), ["dup__counter", "other__echo"]);
-    assert_eq!(
-        table.get("dup__counter").unwrap().backend.id(),
-        second.service_id()
-    );
+    assert_eq!(served_by(&table, "dup__counter"), second.service_id());
 }
 
 #[tokio::test]
 async fn a_slow_old_list_never_overwrites_a_newer_one() {
     let hub = TestHub::start().await;
     let owner = hub.client("scripted provider").await;
-    let gate = Arc::new(Notify::new());
+    let (first_list, gate) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
     let lists = Arc::new(AtomicU64::new(0));
     let handler = {
-        let (gate, lists) = (gate.clone(), lists.clone());
+        let (first_list, gate, lists) = (first_list.clone(), gate.clone(), lists.clone());
         handler_fn(move |request| {
-            let (gate, lists) = (gate.clone(), lists.clone());
+            let (first_list, gate, lists) = (first_list.clone(), gate.clone(), lists.clone());
             async move {
                 if request.method != "tools/list" {
                     return Err(method_not_found(&request.method));
                 }
                 // The first list answers only when the test says so.
                 if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                    first_list.notify_one();
                     gate.notified().await;
                     return reply(&listing(&["old"], "pin-old"));
                 }
@@ -306,7 +316,9 @@ async fn a_slow_old_list_never_overwrites_a_newer_one() {
         .await
         .unwrap();
     let tools = consumer(&hub);
-    eventually("the first tools/list", || lists.load(Ordering::SeqCst) == 1).await;
+    timeout(WAIT, first_list.notified())
+        .await
+        .expect("the first tools/list never came");
     service
         .update(&provider_metadata("scripted", 2))
         .await
@@ -317,12 +329,11 @@ async fn a_slow_old_list_never_overwrites_a_newer_one() {
     .await;
 
     gate.notify_one();
-    eventually("the old list to be dropped", || {
-        tools.stats().stale_lists_dropped == 1
-    })
-    .await;
-    assert_eq!(names(&tools.tools()), ["scripted__new"]);
+    // The old list was the first catalog's fetch: the consumer is ready once
+    // the index has dealt with its answer.
     assert!(tools.wait_ready(WAIT).await);
+    assert_eq!(tools.stats().stale_lists_dropped, 1);
+    assert_eq!(names(&tools.tools()), ["scripted__new"]);
 }
 
 #[tokio::test]
@@ -355,7 +366,7 @@ async fn a_call_that_finds_its_listing_stale_has_the_provider_listed_again() {
         .unwrap();
     let tools = consumer(&hub);
     assert!(tools.wait_ready(WAIT).await);
-    let tool = tools.tools().get("moving__a").unwrap().clone();
+    let tool = offered(&tools, "moving__a");
     assert_eq!(tool.schema_pin.as_deref(), Some("pin-1"));
     let error = tool.call(invocation(json!({}), None)).await.unwrap_err();
     assert_eq!(error.code().as_deref(), Some("tool_schema_changed"));

@@ -161,6 +161,15 @@ impl TestHub {
         Process(Some(child))
     }
 
+    /// [`TestHub::provide`], returned once the provider is in the catalog.
+    pub async fn provide_listed(&self, namespace: &str) -> Process {
+        let process = self.provide(namespace);
+        let client = self.client().await;
+        self.provider_id(&client, namespace).await;
+        client.close();
+        process
+    }
+
     /// While this file exists, the namespace's test server refuses to start.
     pub fn refuse_file(&self, namespace: &str) -> PathBuf {
         self.path(&format!("refuse-{namespace}"))
@@ -349,6 +358,12 @@ impl Gateway {
             )
             .await;
         }
+    }
+
+    /// Waits (bounded) until `tools/list` names `tool`.
+    pub async fn wait_for_tool(&self, tool: &str) {
+        self.wait_for_tools(tool, |names| names.iter().any(|n| n == tool))
+            .await;
     }
 
     pub async fn call(
