@@ -6,22 +6,16 @@
 //! The index is the only writer of the published table; readers take an
 //! `Arc` of it (no lock held while they use it) and may wait for a change.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use parking_lot::RwLock;
-use serde_json::value::RawValue;
 use switchboard_client::{Catalog, Client, ConnectOptions, Endpoint};
-use switchboard_protocol::tool_call::ToolCallRequest;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::call::{call_provider, CallError};
-use super::index::{Command, Index};
+use super::backend::{Command, HubCaller};
+use super::index::{Index, Published};
 use super::table::ToolTable;
-use super::tool::ToolBackend;
 use crate::reconnect::{keep_connected, retry_with_backoff};
 use crate::tool::BoxFuture;
 
@@ -80,16 +74,8 @@ impl HubTools {
         on_connect: impl FnOnce(Client) -> BoxFuture<()> + Send + 'static,
     ) -> Self {
         let (commands, receiver) = mpsc::unbounded_channel();
-        let caller = Arc::new(HubCaller {
-            client: RwLock::new(None),
-            commands,
-        });
-        let published = Arc::new(Published {
-            table: ArcSwap::from_pointee(ToolTable::default()),
-            revision: watch::Sender::new(0),
-            ready: watch::Sender::new(false),
-            stale_lists_dropped: AtomicU64::new(0),
-        });
+        let caller = Arc::new(HubCaller::new(commands));
+        let published = Arc::new(Published::new());
         let stop = CancellationToken::new();
         tokio::spawn(run(
             caller.clone(),
@@ -110,20 +96,20 @@ impl HubTools {
 
     /// The tools as of now.
     pub fn tools(&self) -> Arc<ToolTable> {
-        self.inner.published.table.load_full()
+        self.inner.published.table()
     }
 
     /// Changes each time a different table is published; `borrow_and_update`
     /// before reading [`HubTools::tools`] to hear of every later change.
     pub fn changes(&self) -> watch::Receiver<u64> {
-        self.inner.published.revision.subscribe()
+        self.inner.published.changes()
     }
 
     /// Waits, at most `bound`, until the first table is complete: every
     /// provider of the first catalog has answered `tools/list` (or failed),
     /// or the first attempt to reach the hub failed. Whether it is.
     pub async fn wait_ready(&self, bound: Duration) -> bool {
-        let mut ready = self.inner.published.ready.subscribe();
+        let mut ready = self.inner.published.ready();
         let reached = tokio::time::timeout(bound, ready.wait_for(|ready| *ready)).await;
         matches!(reached, Ok(Ok(_)))
     }
@@ -140,119 +126,16 @@ impl HubTools {
 
     pub fn stats(&self) -> ConsumerStats {
         ConsumerStats {
-            stale_lists_dropped: self
-                .inner
-                .published
-                .stale_lists_dropped
-                .load(Ordering::Relaxed),
+            stale_lists_dropped: self.inner.published.stale_lists_dropped(),
         }
     }
 
     /// Stops the index and closes the hub connection.
     pub fn close(&self) {
         self.inner.stop.cancel();
-        if let Some(client) = self.inner.caller.client.write().take() {
+        if let Some(client) = self.inner.caller.take_client() {
             client.close();
         }
-    }
-}
-
-/// The table as the index last published it, and the signals around it.
-pub(super) struct Published {
-    table: ArcSwap<ToolTable>,
-    revision: watch::Sender<u64>,
-    ready: watch::Sender<bool>,
-    stale_lists_dropped: AtomicU64,
-}
-
-impl Published {
-    /// Swaps `table` in and signals a change, unless it equals the current one.
-    pub(super) fn publish(&self, table: ToolTable) {
-        if **self.table.load() == table {
-            return;
-        }
-        tracing::debug!(tools = table.len(), "tool table updated");
-        self.table.store(Arc::new(table));
-        self.revision.send_modify(|revision| *revision += 1);
-    }
-
-    pub(super) fn set_ready(&self) {
-        self.ready
-            .send_if_modified(|ready| !std::mem::replace(ready, true));
-    }
-
-    pub(super) fn count_stale_list(&self) {
-        self.stale_lists_dropped.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// What a hub provider's backend needs: the connection, and the way to ask
-/// the index for a fresh listing. Holds no table, so tools in a table can
-/// hold it without a cycle.
-pub(super) struct HubCaller {
-    /// Set once the hub is reached; the same `Client` across reconnects.
-    client: RwLock<Option<Client>>,
-    commands: mpsc::UnboundedSender<Command>,
-}
-
-impl HubCaller {
-    fn client(&self) -> Option<Client> {
-        self.client.read().clone()
-    }
-
-    /// A caller with no connection, and the commands it would send.
-    #[cfg(test)]
-    pub(super) fn detached() -> (Arc<HubCaller>, mpsc::UnboundedReceiver<Command>) {
-        let (commands, receiver) = mpsc::unbounded_channel();
-        let caller = HubCaller {
-            client: RwLock::new(None),
-            commands,
-        };
-        (Arc::new(caller), receiver)
-    }
-}
-
-/// One tool provider on the hub, as the backend of its tools.
-pub(super) struct HubProvider {
-    caller: Arc<HubCaller>,
-    service_id: String,
-    client_id: String,
-}
-
-impl HubProvider {
-    pub(super) fn new(caller: Arc<HubCaller>, service_id: String, client_id: String) -> Self {
-        HubProvider {
-            caller,
-            service_id,
-            client_id,
-        }
-    }
-}
-
-impl ToolBackend for HubProvider {
-    fn id(&self) -> &str {
-        &self.service_id
-    }
-
-    fn progress_client_id(&self) -> Option<&str> {
-        Some(&self.client_id)
-    }
-
-    fn call(
-        &self,
-        request: ToolCallRequest,
-        timeout: Option<Duration>,
-    ) -> BoxFuture<Result<Box<RawValue>, CallError>> {
-        let caller = self.caller.clone();
-        let service_id = self.service_id.clone();
-        Box::pin(async move {
-            let client = caller.client().ok_or(CallError::NotConnected)?;
-            let answer = call_provider(&client, &service_id, &request, timeout).await;
-            if answer.as_ref().is_err_and(CallError::is_stale_listing) {
-                let _ = caller.commands.send(Command::Refresh { service_id });
-            }
-            answer
-        })
     }
 }
 
@@ -284,7 +167,7 @@ async fn run(
         return;
     };
     tracing::info!("connected to the hub");
-    *caller.client.write() = Some(client.clone());
+    caller.set_client(client.clone());
     if stop.is_cancelled() {
         // `close` ran while connecting and found no client to close.
         client.close();
@@ -293,10 +176,10 @@ async fn run(
     on_connect(client.clone()).await;
     let index = Index::new(caller.clone(), client.clone(), published.clone());
     let following = tokio::spawn(index.run(catalog, commands, stop.clone()));
-    let disconnected = caller.commands.clone();
+    let disconnected = caller.clone();
     keep_connected(client, stop, move |up| {
         if !up {
-            let _ = disconnected.send(Command::Disconnected);
+            disconnected.command(Command::Disconnected);
         }
     })
     .await;

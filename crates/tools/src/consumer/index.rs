@@ -8,27 +8,21 @@
 //! [`Providers`] is the state it keeps, without any I/O.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use switchboard_client::{Catalog, CatalogEvent, Client, ServiceInfo};
 use switchboard_protocol::tool_call::{TOOL_PROVIDER_PROTOCOL, TOOL_PROVIDER_VERSION};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::backend::{Command, HubCaller, HubProvider};
 use super::call::{list_provider, CallError};
-use super::hub::{HubCaller, HubProvider, Published};
 use super::table::{Conflict, TableBuilder, ToolTable};
 use super::tool::{ExposedTool, ListedTool};
-
-/// What the index is asked to do besides following the catalog.
-#[derive(Debug)]
-pub(super) enum Command {
-    /// List this provider's tools again (a call found the listing stale).
-    Refresh { service_id: String },
-    /// The hub connection is gone: nothing is reachable until it is back.
-    Disconnected,
-}
 
 /// The namespace of a tool provider service; `None` for any other service.
 pub fn provider_namespace(service: &ServiceInfo) -> Option<&str> {
@@ -211,6 +205,60 @@ impl Providers {
             );
         }
         builder.finish()
+    }
+}
+
+/// The table as the index last published it, and the signals around it.
+pub(super) struct Published {
+    table: ArcSwap<ToolTable>,
+    revision: watch::Sender<u64>,
+    ready: watch::Sender<bool>,
+    stale_lists_dropped: AtomicU64,
+}
+
+impl Published {
+    pub(super) fn new() -> Self {
+        Published {
+            table: ArcSwap::from_pointee(ToolTable::default()),
+            revision: watch::Sender::new(0),
+            ready: watch::Sender::new(false),
+            stale_lists_dropped: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn table(&self) -> Arc<ToolTable> {
+        self.table.load_full()
+    }
+
+    pub(super) fn changes(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
+    }
+
+    pub(super) fn ready(&self) -> watch::Receiver<bool> {
+        self.ready.subscribe()
+    }
+
+    pub(super) fn stale_lists_dropped(&self) -> u64 {
+        self.stale_lists_dropped.load(Ordering::Relaxed)
+    }
+
+    /// Swaps `table` in and signals a change, unless it equals the current one.
+    pub(super) fn publish(&self, table: ToolTable) {
+        if **self.table.load() == table {
+            return;
+        }
+        tracing::debug!(tools = table.len(), "tool table updated");
+        self.table.store(Arc::new(table));
+        self.revision.send_modify(|revision| *revision += 1);
+    }
+
+    pub(super) fn set_ready(&self) {
+        self.ready
+            .send_if_modified(|ready| !std::mem::replace(ready, true));
+    }
+
+    pub(super) fn count_stale_list(&self) {
+        self.stale_lists_dropped.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -12,7 +12,8 @@
 //!   see) and its model-safe form for model APIs; [`ToolTable`] maps both
 //!   ways and settles contested names ([`TableBuilder`]: the earliest claim
 //!   wins);
-//! - [`ExposedTool::call`] (`call.rs`): the `ToolCallRequest`, one timeout
+//! - [`ExposedTool::call`] (`tool.rs`, `call.rs`, and `backend.rs` for a
+//!   hub provider): the `ToolCallRequest`, one timeout
 //!   policy ([`call_timeout`]), cancellation by dropping the future, one
 //!   reading of failures ([`CallError`]); a call that finds its listing stale
 //!   has the provider listed again.
@@ -23,6 +24,7 @@
 //! hub's table ([`TableBuilder::include`]): they are then named, offered and
 //! called exactly as hub tools are, and can never take a hub tool's name.
 
+mod backend;
 mod call;
 mod hub;
 mod index;
