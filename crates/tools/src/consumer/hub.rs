@@ -59,8 +59,8 @@ impl Drop for Inner {
 }
 
 impl HubTools {
-    /// Starts following the hub at `options.endpoint`. Returns at once; the
-    /// table is empty until the hub is reached.
+    /// Starts following the hub at `options.endpoint` (on the current Tokio
+    /// runtime). Returns at once; the table is empty until the hub is reached.
     pub fn start(options: ConsumerOptions) -> Self {
         Self::start_with(options, |_client| Box::pin(async {}))
     }
@@ -183,9 +183,12 @@ async fn run(
         }
     })
     .await;
-    // `stop` ends the index too; whatever happens, nobody waits for it.
+    // Only `stop` ends `keep_connected`, and the index with it.
     let _ = following.await;
     published.set_ready();
+    if let Some(client) = caller.take_client() {
+        client.close();
+    }
 }
 
 /// One attempt: connect and subscribe to the catalog.

@@ -78,6 +78,10 @@ pub(super) struct Providers {
     tracked: HashMap<String, Tracked>,
     next_arrival: u64,
     next_fetch: u64,
+    /// Whether anything the table is built from changed since the last
+    /// [`Providers::take_changed`]: most catalog events concern other
+    /// services and need no new table.
+    changed: bool,
 }
 
 impl Providers {
@@ -87,7 +91,12 @@ impl Providers {
             tracked: HashMap::new(),
             next_arrival: 0,
             next_fetch: 0,
+            changed: false,
         }
+    }
+
+    pub(super) fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     fn next_fetch(&mut self, service_id: &str) -> Fetch {
@@ -103,7 +112,7 @@ impl Providers {
     /// (a new `toolsRevision`).
     pub(super) fn saw(&mut self, info: ServiceInfo) -> Option<Fetch> {
         let Some(namespace) = provider_namespace(&info).map(str::to_owned) else {
-            self.tracked.remove(&info.service_id);
+            self.removed(&info.service_id);
             return None;
         };
         if let Some(known) = self.tracked.get(&info.service_id) {
@@ -118,6 +127,7 @@ impl Providers {
                     // Its tools are named after the old namespace.
                     known.tools.clear();
                     known.namespace = namespace;
+                    self.changed = true;
                 }
                 known.info = info;
                 known.latest_fetch = fetch.number;
@@ -129,6 +139,7 @@ impl Providers {
                     info.service_id.clone(),
                     info.client_id.clone(),
                 ));
+                self.changed = true;
                 self.tracked.insert(
                     info.service_id.clone(),
                     Tracked {
@@ -146,10 +157,11 @@ impl Providers {
     }
 
     pub(super) fn removed(&mut self, service_id: &str) {
-        self.tracked.remove(service_id);
+        self.changed |= self.tracked.remove(service_id).is_some();
     }
 
     pub(super) fn clear(&mut self) {
+        self.changed |= !self.tracked.is_empty();
         self.tracked.clear();
     }
 
@@ -168,6 +180,7 @@ impl Providers {
         if provider.latest_fetch != fetched.fetch.number {
             return Applied::Stale;
         }
+        self.changed = true;
         provider.tools = match fetched.tools {
             Ok(listed) => listed
                 .into_iter()
@@ -366,9 +379,12 @@ impl Index {
         });
     }
 
-    /// Builds the table; swaps it in if it changed. Each conflict is logged
-    /// once for as long as it lasts.
+    /// Builds the table, if anything it is built from changed, and swaps it
+    /// in if it differs. Each conflict is logged once for as long as it lasts.
     fn publish(&mut self) {
+        if !self.providers.take_changed() {
+            return;
+        }
         let (table, conflicts) = self.providers.build();
         let conflicts: HashSet<Conflict> = conflicts.into_iter().collect();
         for conflict in conflicts.difference(&self.reported) {
@@ -442,6 +458,30 @@ mod tests {
                 "{metadata}"
             );
         }
+    }
+
+    #[test]
+    fn only_changes_to_providers_ask_for_a_new_table() {
+        let mut providers = providers();
+        assert_eq!(
+            providers.saw(service("other", json!({"protocol": "x"}))),
+            None
+        );
+        assert!(!providers.take_changed());
+        let fetch = providers.saw(provider("svc", "ns", 1)).unwrap();
+        assert!(providers.take_changed());
+        // A new revision: the table changes when its list arrives.
+        let newer = providers.saw(provider("svc", "ns", 2)).unwrap();
+        assert!(!providers.take_changed());
+        assert_eq!(answer(&mut providers, fetch, &["old"]), Applied::Stale);
+        assert!(!providers.take_changed());
+        answer(&mut providers, newer, &["a"]);
+        assert!(providers.take_changed());
+        providers.removed("svc");
+        assert!(providers.take_changed());
+        providers.removed("svc");
+        providers.clear();
+        assert!(!providers.take_changed());
     }
 
     #[test]
