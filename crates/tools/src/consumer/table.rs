@@ -131,11 +131,11 @@ impl fmt::Display for Conflict {
                 ignored,
             } => write!(
                 f,
-                "{ignored:?} and {holder:?} are both {model_name:?} to a model: models are offered {holder:?} (the first) only"
+                "{ignored:?} and {holder:?} have one model-safe name, {model_name:?}: only {holder:?} (the first) gets it, so agents on a model API are offered that one only"
             ),
             Conflict::TooLongForModels { name } => write!(
                 f,
-                "{name:?} is longer than the {MAX_MODEL_NAME_BYTES} characters a model's function name may have: models are not offered it"
+                "{name:?} is longer than the {MAX_MODEL_NAME_BYTES} characters a model API takes as a function name: it gets no model-safe name, so agents on a model API are not offered it"
             ),
         }
     }
