@@ -25,6 +25,8 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
 use serde_json::{json, Value};
+use switchboard_client::Endpoint;
+use switchboard_tools::consumer::{ConsumerOptions, HubTools};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
@@ -35,7 +37,6 @@ use crate::output::SessionOutput;
 use crate::session::{Session, TurnRefused};
 use crate::sessions::{Routes, SessionTable, TableError};
 use crate::store::{EventKind, Store, StoreError};
-use crate::tools::catalog::HubLink;
 use crate::turn::{self, TurnContext, TurnEnd};
 
 /// How long a turn's end may wait for its log to be committed.
@@ -60,7 +61,7 @@ pub struct Front {
     routes: Arc<Routes>,
     store: Arc<Store>,
     model: ModelClient,
-    hub: Arc<HubLink>,
+    hub: HubTools,
     jobs: Arc<JobExecutor>,
     /// Every task that answers a request later.
     tasks: TaskTracker,
@@ -122,7 +123,10 @@ impl Front {
         Ok(Arc::new(Front {
             sessions: SessionTable::new(limits.max_sessions),
             routes: Arc::new(Routes::default()),
-            hub: HubLink::start(options.hub_dir.clone()),
+            hub: HubTools::start(ConsumerOptions {
+                endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
+                client_name: "switchboard acp".into(),
+            }),
             store,
             model,
             jobs,

@@ -5,6 +5,8 @@
 //! checked against its owner. They are unguessable so that a client cannot
 //! probe for other sessions' state by enumeration.
 
+use switchboard_tools::consumer::fresh_call_key;
+
 /// `bytes` random bytes as lowercase hex.
 pub fn random_hex(bytes: usize) -> String {
     let mut buffer = vec![0u8; bytes];
@@ -24,11 +26,11 @@ pub fn job_id() -> String {
     format!("job_{}", random_hex(16))
 }
 
-/// A `call_key` for one tool call of one session: printable ASCII, unique
-/// across restarts (the provider's fence ledger is durable, so a counter that
-/// restarts at zero would collide with an earlier run's keys).
+/// A `call_key` for one tool call of one session: `acp:<sessionId>:` and
+/// a fresh random part ([`fresh_call_key`]: unique across restarts, as the
+/// providers' fence ledgers are durable).
 pub fn call_key(session_id: &str) -> String {
-    format!("acp:{session_id}:{}", random_hex(12))
+    fresh_call_key(&format!("acp:{session_id}:"))
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ use agent_client_protocol::v1::schema::{
     ToolCallUpdateFields,
 };
 use serde_json::{json, value::RawValue, Value};
+use switchboard_tools::consumer::HubTools;
 
 use crate::jobs::JobExecutor;
 use crate::model::{FinishReason, ModelClient, ModelError, ModelEvent};
@@ -24,9 +25,7 @@ use crate::output::SessionOutput;
 use crate::permission::{self, Decision};
 use crate::session::{Session, TurnTicket};
 use crate::sessions::{Handle, Routes};
-use crate::tools::catalog::HubLink;
-use crate::tools::hub_call::{self, CallFailure};
-use crate::tools::{builtin, ResolvedTool, ToolOutcome, ToolSet};
+use crate::tools::{builtin, call as hub_call, ResolvedTool, ToolOutcome, ToolSet};
 
 /// How long a first turn waits for the hub's initial tool list.
 const HUB_READY_WAIT: Duration = Duration::from_secs(10);
@@ -37,7 +36,7 @@ pub struct TurnContext {
     pub ticket: TurnTicket,
     pub output: SessionOutput,
     pub model: ModelClient,
-    pub hub: Arc<HubLink>,
+    pub hub: HubTools,
     pub jobs: Arc<JobExecutor>,
     pub routes: Arc<Routes>,
     pub limits: Arc<FrontLimits>,
@@ -132,7 +131,7 @@ pub async fn run(ctx: &TurnContext) -> TurnEnd {
         }
         model_calls += 1;
 
-        let tools = ctx.hub.tools();
+        let tools = ToolSet::new(ctx.hub.tools());
         let mut messages = vec![ctx.system_message()];
         messages.extend(ctx.session.history());
         let mut step = Step::default();
@@ -457,9 +456,6 @@ async fn execute(
             .await
         }
         ResolvedTool::Hub(tool) => {
-            let Some(client) = ctx.hub.client() else {
-                return ToolOutcome::failure("the hub is not connected");
-            };
             let raw = match RawValue::from_string(arguments_text.to_owned()) {
                 Ok(raw) => raw,
                 Err(error) => return ToolOutcome::failure(format!("invalid arguments: {error}")),
@@ -468,19 +464,7 @@ async fn execute(
             let _route = ctx
                 .routes
                 .bind(Handle::ToolCall(call_key.clone()), &ctx.session.id);
-            let (outcome, failure) = hub_call::call(
-                &client,
-                tool,
-                raw,
-                &call.id,
-                call_key,
-                ctx.limits.tool_call_timeout,
-            )
-            .await;
-            if matches!(failure, Some(CallFailure::SchemaChanged)) {
-                ctx.hub.refresh(&tool.service_id);
-            }
-            outcome
+            hub_call::call(tool, raw, &call.id, call_key, ctx.limits.tool_call_timeout).await
         }
     }
 }

@@ -56,7 +56,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(matches!(cli.command, Command::Mcp(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -90,16 +90,27 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr (stdout is for command output, and for `mcp`/`acp` it
-/// carries the protocol); `RUST_LOG` filters them (default: info).
-fn init_logging() {
+/// carries the protocol); `RUST_LOG` filters them (default: info). Colour
+/// only on a terminal. The MCP gateway also leaves out rmcp's line for each
+/// error answer (`GatewayLogFilter`): it logs its answers itself.
+fn init_logging(mcp_gateway: bool) {
+    use std::io::IsTerminal;
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         // rmcp logs whole MCP messages at info; payloads stay out of logs by default.
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
         // tungstenite logs every WebSocket message at trace, `initialize` and
         // its token included: capped at debug whatever RUST_LOG asks.
         .add_directive("tungstenite=debug".parse().expect("a valid directive"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let gateway_filter = mcp_gateway.then_some(switchboard_mcp::GatewayLogFilter);
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    tracing_subscriber::registry()
+        .with(stderr.with_filter(filter.and(gateway_filter)))
         .init();
 }

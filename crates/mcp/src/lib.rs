@@ -12,6 +12,7 @@
 pub mod gateway;
 pub mod provide;
 
+pub use gateway::logging::GatewayLogFilter;
 pub use gateway::{run_gateway, GatewayOptions};
 pub use provide::{ledger_path, run_provider, ProvideOptions};
 

@@ -104,7 +104,7 @@ impl Shared {
             Ok(result) => Ok(result.into_raw()),
             Err(ToolError::Failed(error) | ToolError::NotRun(error)) => Err(error),
             Err(ToolError::OutcomeUnknown(why)) => {
-                tracing::warn!(namespace = %self.namespace, why, "a call's outcome is unknown");
+                self.log_outcome_unknown(request, None, &why);
                 Err(errors::outcome_unknown(None))
             }
         }
@@ -179,10 +179,21 @@ impl Shared {
                 Err(error)
             }
             Err(ToolError::OutcomeUnknown(why)) => {
-                tracing::warn!(namespace = %self.namespace, call_key, why, "a call's outcome is unknown; it will never run again");
+                self.log_outcome_unknown(request, Some(&call_key), &why);
                 reservation.record(Outcome::Unknown).await;
                 Err(errors::outcome_unknown(Some(&call_key)))
             }
+        }
+    }
+
+    /// A call whose outcome is unknown is a fault worth a warning, unless
+    /// the caller cancelled it: then it is the expected end of a call that
+    /// was stopped midway (`docs/tool-calls.md`, cancellation).
+    fn log_outcome_unknown(&self, request: &Request, call_key: Option<&str>, why: &str) {
+        if request.cancelled.is_cancelled() {
+            tracing::info!(namespace = %self.namespace, call_key, why, "a cancelled call's outcome is unknown");
+        } else {
+            tracing::warn!(namespace = %self.namespace, call_key, why, "a call's outcome is unknown");
         }
     }
 

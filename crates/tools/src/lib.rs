@@ -28,9 +28,12 @@
 //! - [`pin`]: schema pins (`tp1:<tool>:<sha256>:<semantics>`);
 //! - [`ledger`]: the durable at-most-once fence on `(senderPrincipal, call_key)`;
 //! - [`progress`]: progress back to the caller's progress sink;
-//! - [`keep_connected`]: reconnect with backoff when the hub goes away.
+//! - [`keep_connected`]: reconnect with backoff when the hub goes away;
+//! - [`consumer`]: the other side: follow the catalog for tool providers,
+//!   name their tools, call them (the MCP gateway and the ACP front).
 
 mod call;
+pub mod consumer;
 pub mod errors;
 pub mod ledger;
 pub mod pin;
@@ -46,7 +49,7 @@ pub use provider::{
     validate_namespace, Provider, ProviderBuilder, ProviderStats, DEFAULT_CANCEL_GRACE,
     DEFAULT_DUPLICATE_WAIT, MAX_NAMESPACE_BYTES,
 };
-pub use reconnect::keep_connected;
+pub use reconnect::{keep_connected, retry_with_backoff};
 pub use tool::{tool_fn, BoxFuture, ToolCall, ToolError, ToolHandler, ToolResult, ToolSpec};
 pub use toolset::{check_tool_spec, validate_tool_name, MAX_TOOL_NAME_BYTES};
 

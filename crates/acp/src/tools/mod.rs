@@ -1,79 +1,75 @@
 //! The tools a session's agent can call: every tool of every tool provider
-//! on the hub (named `<namespace>__<tool>`), plus the built-in job tools.
+//! on the hub, plus the built-in job tools.
+//!
+//! The hub's tools, their names and the calls to them are the shared
+//! consumer layer's (`switchboard_tools::consumer`, as in `switchboard
+//! mcp`): a model is offered each under the model-safe form of
+//! `<namespace>__<tool>`, and the name it calls is mapped back by the same
+//! table. Built-in names hold no `__`, so they never meet a hub tool's.
 
 pub mod builtin;
-pub mod catalog;
-pub mod hub_call;
+pub mod call;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{ContentBlock, ToolCallContent, ToolKind};
 use serde_json::Value;
+use switchboard_tools::consumer::{ExposedTool, ToolTable};
 
 use crate::model::ToolDefinition;
 
-/// One tool of a provider on the hub.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HubTool {
-    /// The name the model sees: `<namespace>__<tool>`.
-    pub exposed_name: String,
-    pub service_id: String,
-    pub namespace: String,
-    /// The provider's bare tool name.
-    pub name: String,
-    pub description: Option<String>,
-    pub input_schema: Value,
-    /// `annotations.readOnlyHint == true`: runs without asking.
-    pub read_only: bool,
-    pub schema_pin: Option<String>,
-}
-
-/// The hub tools known at one moment, by exposed name. Immutable; the
-/// catalog watcher swaps in a new set on every change.
+/// The tools of one model call: the built-in ones and the hub's table as
+/// of then (immutable; the index publishes a new table on every change).
 #[derive(Debug, Default)]
 pub struct ToolSet {
-    pub hub: BTreeMap<String, Arc<HubTool>>,
+    hub: Arc<ToolTable>,
 }
 
 /// A tool the model asked for, resolved.
 #[derive(Debug, Clone)]
 pub enum ResolvedTool {
     Builtin(builtin::Builtin),
-    Hub(Arc<HubTool>),
+    Hub(Arc<ExposedTool>),
 }
 
 impl ResolvedTool {
+    /// Runs without asking: a read-only built-in, or a hub tool annotated
+    /// `readOnlyHint: true`.
     pub fn read_only(&self) -> bool {
         match self {
             ResolvedTool::Builtin(tool) => tool.read_only(),
-            ResolvedTool::Hub(tool) => tool.read_only,
+            ResolvedTool::Hub(tool) => tool.read_only(),
         }
     }
 
     pub fn kind(&self) -> ToolKind {
         match self {
             ResolvedTool::Builtin(tool) => tool.kind(),
-            ResolvedTool::Hub(tool) if tool.read_only => ToolKind::Read,
+            ResolvedTool::Hub(tool) if tool.read_only() => ToolKind::Read,
             ResolvedTool::Hub(_) => ToolKind::Other,
         }
     }
 }
 
 impl ToolSet {
+    pub fn new(hub: Arc<ToolTable>) -> Self {
+        ToolSet { hub }
+    }
+
+    /// The tool a model called `name`.
     pub fn resolve(&self, name: &str) -> Option<ResolvedTool> {
         builtin::Builtin::from_name(name)
             .map(ResolvedTool::Builtin)
-            .or_else(|| self.hub.get(name).cloned().map(ResolvedTool::Hub))
+            .or_else(|| self.hub.by_model_name(name).cloned().map(ResolvedTool::Hub))
     }
 
     /// What the model is offered: the built-in tools, then the hub's.
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         let mut definitions = builtin::definitions();
-        definitions.extend(self.hub.values().map(|tool| ToolDefinition {
-            name: tool.exposed_name.clone(),
-            description: tool.description.clone().unwrap_or_default(),
-            parameters: tool.input_schema.clone(),
+        definitions.extend(self.hub.model_tools().map(|(name, tool)| ToolDefinition {
+            name: name.to_owned(),
+            description: tool.description().unwrap_or_default().to_owned(),
+            parameters: tool.input_schema().clone(),
         }));
         definitions
     }
@@ -109,6 +105,22 @@ impl ToolOutcome {
             content: vec![ToolCallContent::from(ContentBlock::from(message.clone()))],
             text_for_model: format!("error: {message}"),
             raw_output: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use switchboard_tools::consumer::naming::SEPARATOR;
+
+    use super::*;
+
+    #[test]
+    fn built_in_names_can_never_be_a_hub_tools_model_name() {
+        // Every hub tool's model name holds the separator; no built-in does.
+        for definition in builtin::definitions() {
+            assert!(!definition.name.contains(SEPARATOR), "{}", definition.name);
+            assert!(builtin::Builtin::from_name(&definition.name).is_some());
         }
     }
 }

@@ -95,13 +95,9 @@ async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn providers_joining_leaving_and_changing_tools_are_announced() {
     let hub = TestHub::start().await;
-    let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let _alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
-    gateway
-        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))
-        .await;
+    gateway.wait_for_tool("alpha__echo").await;
 
     let mut beta = hub.provide("beta");
     tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
@@ -140,16 +136,9 @@ async fn providers_joining_leaving_and_changing_tools_are_announced() {
         .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn cancelling_an_mcp_call_reaches_the_providers_child() {
-    let hub = TestHub::start().await;
-    let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
-    let gateway = hub.gateway().await;
-    gateway
-        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__slow"))
-        .await;
+/// Starts `alpha__slow` through the gateway and cancels it once the child
+/// runs it; returns when the child has seen the cancellation.
+async fn cancel_a_running_call(hub: &TestHub, gateway: &Gateway) {
     let marker = hub.path("slow-marker");
     let params = CallToolRequestParams::new("alpha__slow").with_arguments(
         json!({"marker": marker, "seconds": 60})
@@ -178,15 +167,72 @@ async fn cancelling_an_mcp_call_reaches_the_providers_child() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_an_mcp_call_reaches_the_providers_child() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide_listed("alpha").await;
+    let gateway = hub.gateway().await;
+    gateway.wait_for_tool("alpha__slow").await;
+    cancel_a_running_call(&hub, &gateway).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_tool_or_a_cancel_is_no_warning_in_the_gateways_log() {
+    let hub = TestHub::start().await;
+    let _alpha = hub.provide_listed("alpha").await;
+    let (gateway, stderr) = hub.gateway_with_default_logs().await;
+    gateway.wait_for_tool("alpha__slow").await;
+
+    let error = gateway.call("alpha__nope", json!({})).await.unwrap_err();
+    assert!(error.to_string().contains("unknown tool"), "{error}");
+    cancel_a_running_call(&hub, &gateway).await;
+    // Answered after both, so the gateway has dealt with them.
+    let result = gateway
+        .call("alpha__echo", json!({"text": "still here"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "still here");
+
+    gateway.close().await;
+    let lines = stderr.all().await;
+    // The capture works: the gateway's info lines are there.
+    assert!(
+        lines
+            .iter()
+            .any(|line| line.contains("connected to the hub")),
+        "{lines:#?}"
+    );
+    let warnings: Vec<&String> = lines
+        .iter()
+        .filter(|line| line.contains(" WARN ") || line.contains(" ERROR "))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_starts_with_no_tools_and_picks_the_hub_up_later() {
+    let mut hub = TestHub::not_started();
+    let gateway = hub.gateway().await;
+    assert_eq!(gateway.tool_names().await, Vec::<String>::new());
+
+    hub.serve().await;
+    let _alpha = hub.provide("alpha");
+    tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
+        .await
+        .expect("list_changed when the hub and its provider appear");
+    gateway.wait_for_tool("alpha__echo").await;
+    let result = gateway
+        .call("alpha__echo", json!({"text": "late"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&result), "late");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart() {
     let hub = TestHub::start().await;
-    let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let _alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
-    gateway
-        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__exit"))
-        .await;
+    gateway.wait_for_tool("alpha__exit").await;
     // Keep the child down once it dies.
     std::fs::write(hub.refuse_file("alpha"), "").unwrap();
     let result = gateway.call("alpha__exit", json!({})).await.unwrap();
@@ -235,13 +281,9 @@ async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_to_a_provider_that_died_fails_clearly() {
     let hub = TestHub::start().await;
-    let mut alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let mut alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
-    gateway
-        .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))
-        .await;
+    gateway.wait_for_tool("alpha__echo").await;
     alpha.kill9();
     // Whether the gateway has already dropped the tool or not, the answer
     // says what happened instead of hanging or pretending.

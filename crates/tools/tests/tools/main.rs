@@ -4,5 +4,6 @@
 
 mod support;
 
+mod consumer;
 mod fence;
 mod provider;

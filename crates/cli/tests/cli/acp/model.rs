@@ -255,6 +255,22 @@ async fn probe_until(
     panic!("the offered tools never changed as expected");
 }
 
+/// Whether the offered tools include `name`.
+fn offers(name: &str) -> impl Fn(&[String]) -> bool + '_ {
+    move |tools| tools.iter().any(|t| t == name)
+}
+
+/// Has the model call the ping tool `name` (`register_ping`) once; checks
+/// the editor saw its answer.
+async fn ping(h: &Harness, editor: &Editor, session: &str, name: &str) {
+    let prompt = format!("ping {name}");
+    h.model
+        .script(&prompt, vec![use_tool("p", name, json!({})), say("pinged")]);
+    editor.prompt_and_wait(session, &prompt).await.unwrap();
+    let call = tool_calls(&editor.updates(session)).pop().unwrap();
+    assert_eq!(call.text, "pong");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_offered_tools_follow_the_live_catalog() {
     let h = Harness::start().await;
@@ -266,21 +282,30 @@ async fn the_offered_tools_follow_the_live_catalog() {
 
     let client = h.hub_client("late provider").await;
     let service = provider::register_ping(&client, "extra").await;
-    probe_until(&h, &editor, &a, |tools| {
-        tools.iter().any(|t| t == "extra__ping")
-    })
-    .await;
-    h.model.script(
-        "ping it",
-        vec![use_tool("p", "extra__ping", json!({})), say("pinged")],
-    );
-    editor.prompt_and_wait(&a, "ping it").await.unwrap();
-    let call = tool_calls(&editor.updates(&a)).pop().unwrap();
-    assert_eq!(call.text, "pong");
+    probe_until(&h, &editor, &a, offers("extra__ping")).await;
+    ping(&h, &editor, &a, "extra__ping").await;
 
     service.unregister().await.expect("unregister");
+    probe_until(&h, &editor, &a, |tools| !offers("extra__ping")(tools)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_offered_tools_follow_the_hub_across_a_restart() {
+    let mut h = Harness::start().await;
+    let editor = h.editor().await;
+    let a = editor.new_session(&h.workdir).await;
+    probe_until(&h, &editor, &a, offers("testtools__echo")).await;
+
+    h.stop_hub().await;
+    // The agent goes on with its built-in tools only.
     probe_until(&h, &editor, &a, |tools| {
-        !tools.iter().any(|t| t == "extra__ping")
+        !tools.iter().any(|t| t.contains("__")) && tools.iter().any(|t| t == "job_start")
     })
     .await;
+
+    h.start_hub().await;
+    let client = h.hub_client("provider after the restart").await;
+    let _service = provider::register_ping(&client, "back").await;
+    probe_until(&h, &editor, &a, offers("back__ping")).await;
+    ping(&h, &editor, &a, "back__ping").await;
 }

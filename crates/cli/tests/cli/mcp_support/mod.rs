@@ -110,8 +110,22 @@ pub struct TestHub {
 
 impl TestHub {
     pub async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let hub_dir = dir.path().join("hub");
+        let mut hub = TestHub::not_started();
+        hub.serve().await;
+        hub
+    }
+
+    /// A hub directory with no hub running yet.
+    pub fn not_started() -> Self {
+        TestHub {
+            dir: tempfile::tempdir().unwrap(),
+            process: Process(None),
+        }
+    }
+
+    /// `switchboard serve` in the directory; returns once it is reachable.
+    pub async fn serve(&mut self) {
+        let hub_dir = self.hub_dir();
         let child = Command::new(switchboard_bin())
             .args(["serve", "--no-ws", "--dir"])
             .arg(&hub_dir)
@@ -119,13 +133,9 @@ impl TestHub {
             .stdin(Stdio::null())
             .spawn()
             .unwrap();
-        let hub = TestHub {
-            dir,
-            process: Process(Some(child)),
-        };
+        self.process = Process(Some(child));
         let info = hub_dir.join("hub.json");
         eventually("hub.json", || info.exists()).await;
-        hub
     }
 
     pub fn hub_dir(&self) -> PathBuf {
@@ -149,6 +159,15 @@ impl TestHub {
             .spawn()
             .unwrap();
         Process(Some(child))
+    }
+
+    /// [`TestHub::provide`], returned once the provider is in the catalog.
+    pub async fn provide_listed(&self, namespace: &str) -> Process {
+        let process = self.provide(namespace);
+        let client = self.client().await;
+        self.provider_id(&client, namespace).await;
+        client.close();
+        process
     }
 
     /// While this file exists, the namespace's test server refuses to start.
@@ -195,21 +214,62 @@ impl TestHub {
 
     /// `switchboard mcp` with the official MCP client on its stdio.
     pub async fn gateway(&self) -> Gateway {
-        let events = Arc::new(Events::default());
         let mut command = tokio::process::Command::new(switchboard_bin());
         command
             .arg("mcp")
             .arg("--dir")
             .arg(self.hub_dir())
             .env("RUST_LOG", log_filter());
-        let transport = TokioChildProcess::new(command).unwrap();
-        let service = TestClient {
-            events: events.clone(),
-        }
-        .serve(transport)
-        .await
-        .unwrap();
-        Gateway { service, events }
+        let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
+        Gateway::serve(transport).await
+    }
+
+    /// [`TestHub::gateway`] logging as it does by default (no `RUST_LOG`),
+    /// with its stderr captured.
+    pub async fn gateway_with_default_logs(&self) -> (Gateway, Stderr) {
+        let mut command = tokio::process::Command::new(switchboard_bin());
+        command
+            .arg("mcp")
+            .arg("--dir")
+            .arg(self.hub_dir())
+            .env_remove("RUST_LOG");
+        let (transport, stderr) = TokioChildProcess::builder(command)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = Stderr::collect(stderr.expect("stderr is piped"));
+        (Gateway::serve(transport).await, stderr)
+    }
+}
+
+/// A child's stderr, collected line by line until it closes.
+pub struct Stderr {
+    lines: Arc<Mutex<Vec<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Stderr {
+    fn collect(stderr: tokio::process::ChildStderr) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let collected = lines.clone();
+        let reader = tokio::spawn(async move {
+            let mut reader = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                collected.lock().unwrap().push(line);
+            }
+        });
+        Stderr { lines, reader }
+    }
+
+    /// Every line, once the child has closed its stderr (bounded).
+    pub async fn all(self) -> Vec<String> {
+        tokio::time::timeout(WAIT, self.reader)
+            .await
+            .expect("stderr did not close")
+            .unwrap();
+        let lines = self.lines.lock().unwrap();
+        lines.clone()
     }
 }
 
@@ -252,6 +312,22 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    async fn serve(transport: TokioChildProcess) -> Gateway {
+        let events = Arc::new(Events::default());
+        let service = TestClient {
+            events: events.clone(),
+        }
+        .serve(transport)
+        .await
+        .unwrap();
+        Gateway { service, events }
+    }
+
+    /// Closes the MCP connection: the gateway sees stdin close and exits.
+    pub async fn close(self) {
+        let _ = tokio::time::timeout(WAIT, self.service.cancel()).await;
+    }
+
     pub async fn tool_names(&self) -> Vec<String> {
         let tools: Vec<Tool> = tokio::time::timeout(WAIT, self.service.peer().list_all_tools())
             .await
@@ -282,6 +358,12 @@ impl Gateway {
             )
             .await;
         }
+    }
+
+    /// Waits (bounded) until `tools/list` names `tool`.
+    pub async fn wait_for_tool(&self, tool: &str) {
+        self.wait_for_tools(tool, |names| names.iter().any(|n| n == tool))
+            .await;
     }
 
     pub async fn call(

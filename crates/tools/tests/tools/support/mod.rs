@@ -24,18 +24,41 @@ pub struct TestHub {
 
 impl TestHub {
     pub async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        let mut hub = TestHub::not_started();
+        hub.serve().await;
+        hub
+    }
+
+    /// A directory with no hub running in it yet.
+    pub fn not_started() -> Self {
+        TestHub {
+            hub: None,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Starts a hub in the directory (again, after [`TestHub::stop`]).
+    pub async fn serve(&mut self) {
+        assert!(self.hub.is_none(), "a hub runs already");
         let hub = Hub::start(HubOptions {
-            dir: dir.path().join("hub"),
+            dir: self.hub_dir(),
             ws: None,
             config: None,
         })
         .await
         .unwrap();
-        TestHub {
-            hub: Some(hub),
-            dir,
+        self.hub = Some(hub);
+    }
+
+    /// Shuts the hub down cleanly: every client sees its connection end.
+    pub async fn stop(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.shutdown().await;
         }
+    }
+
+    pub fn hub_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("hub")
     }
 
     pub async fn client(&self, name: &str) -> Client {

@@ -84,6 +84,26 @@ impl Harness {
         &self.hub_dir
     }
 
+    /// Shuts the hub down cleanly (the test provider goes with it).
+    pub async fn stop_hub(&mut self) {
+        if let Some(hub) = self.hub.take() {
+            hub.shutdown().await;
+        }
+    }
+
+    /// Starts a new hub in the same directory.
+    pub async fn start_hub(&mut self) {
+        assert!(self.hub.is_none(), "the hub runs already");
+        let hub = Hub::start(HubOptions {
+            dir: self.hub_dir.clone(),
+            ws: None,
+            config: None,
+        })
+        .await
+        .expect("start the hub again");
+        self.hub = Some(hub);
+    }
+
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }

@@ -1,8 +1,9 @@
-//! Calling a hub tool: `clientService/request` `tools/call` with a
-//! `ToolCallRequest` (tool-call.md), and the answer mapped for the editor and
-//! the model.
+//! A hub tool's call as the editor and the model see it: the call itself
+//! (the `ToolCallRequest`, its timeout, cancellation, and a fresh listing
+//! after a stale answer) is the shared consumer layer's
+//! ([`ExposedTool::call`]); this file maps its answer.
 //!
-//! Dropping the future returned by [`call`] drops the SDK request, which
+//! Dropping the future returned by [`call`] drops the hub request, which
 //! sends `$/cancelRequest` to the hub: that is how a cancelled turn cancels
 //! its in-flight tool call.
 
@@ -11,90 +12,41 @@ use std::time::Duration;
 use agent_client_protocol::v1::schema::{ContentBlock, ToolCallContent};
 use serde_json::value::RawValue;
 use serde_json::Value;
-use switchboard_client::{Client, Error, RequestOptions};
-use switchboard_protocol::tool_call::{ToolCallRequest, TOOLS_CALL};
+use switchboard_tools::consumer::{CallError, ExposedTool, Invocation};
 
-use super::{HubTool, ToolOutcome};
+use super::ToolOutcome;
 
-/// What a failed call means for the tool list.
-pub enum CallFailure {
-    /// The provider's schema moved on: its tool list should be fetched again.
-    SchemaChanged,
-    Other,
-}
-
-/// Calls `tool` with the model's raw `arguments`.
+/// Calls `tool` with the model's raw `arguments`, waiting at most `timeout`
+/// (clamped to the hub's `maxRequestTimeoutMs`).
 pub async fn call(
-    client: &Client,
-    tool: &HubTool,
+    tool: &ExposedTool,
     arguments: Box<RawValue>,
     tool_call_id: &str,
     call_key: String,
     timeout: Duration,
-) -> (ToolOutcome, Option<CallFailure>) {
-    // Built field by field on purpose: a new member of the contract must be
-    // decided here, not defaulted.
-    let request = ToolCallRequest {
-        name: tool.name.clone(),
+) -> ToolOutcome {
+    let invocation = Invocation {
         arguments,
         tool_call_id: Some(tool_call_id.to_owned()),
         progress_token: None,
         call_key: Some(call_key),
-        schema_pin: tool.schema_pin.clone(),
-        origin: None,
+        timeout: Some(timeout),
     };
-    let params = match serde_json::value::to_raw_value(&request) {
-        Ok(params) => params,
-        Err(error) => {
-            return (
-                ToolOutcome::failure(format!("cannot encode the call: {error}")),
-                Some(CallFailure::Other),
-            )
-        }
-    };
-    let timeout = timeout.min(Duration::from_millis(
-        client.limits().max_request_timeout_ms,
-    ));
-    let answer = client
-        .request_raw(
-            &tool.service_id,
-            TOOLS_CALL,
-            Some(&params),
-            RequestOptions {
-                timeout: Some(timeout),
-            },
-        )
-        .await;
-    match answer {
+    match tool.call(invocation).await {
         Ok(raw) => match serde_json::from_str::<Value>(raw.get()) {
-            Ok(result) => (outcome_of(result), None),
-            Err(error) => (
-                ToolOutcome::failure(format!("the provider's answer is not JSON: {error}")),
-                Some(CallFailure::Other),
-            ),
+            Ok(result) => outcome_of(result),
+            Err(error) => {
+                ToolOutcome::failure(format!("the provider's answer is not JSON: {error}"))
+            }
         },
-        Err(Error::Rpc(error)) => {
-            let data = error.data();
-            let code = data
-                .as_ref()
-                .and_then(|d| d.get("code"))
-                .and_then(Value::as_str)
-                .map(str::to_owned);
+        Err(CallError::Answered(error)) => {
             let mut message = format!("{} ({})", error.message, error.code);
-            if let Some(data) = &data {
+            if let Some(data) = error.data() {
                 message.push_str(&format!("; data: {data}"));
             }
-            let failure = if code.as_deref() == Some("tool_schema_changed") {
-                CallFailure::SchemaChanged
-            } else {
-                CallFailure::Other
-            };
-            (ToolOutcome::failure(message), Some(failure))
+            ToolOutcome::failure(message)
         }
-        Err(error) => (
-            ToolOutcome::failure(error.to_string()),
-            Some(CallFailure::Other),
-        ),
+        Err(error) => ToolOutcome::failure(error.to_string()),
     }
 }
 

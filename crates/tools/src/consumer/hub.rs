@@ -1,0 +1,210 @@
+//! [`HubTools`]: the hub's tools, for a consumer.
+//!
+//! One task per consumer does the I/O: it reaches the hub (retrying with
+//! backoff while none runs), subscribes to the catalog, starts the index
+//! task ([`Index`]), then keeps the connection alive ([`keep_connected`]).
+//! The index is the only writer of the published table; readers take an
+//! `Arc` of it (no lock held while they use it) and may wait for a change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use switchboard_client::{Catalog, Client, ConnectOptions, Endpoint};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::backend::{Command, HubCaller};
+use super::index::{Index, Published};
+use super::table::ToolTable;
+use crate::reconnect::{keep_connected, retry_with_backoff};
+use crate::tool::BoxFuture;
+
+/// Where the hub is and how the consumer introduces itself.
+#[derive(Debug, Clone)]
+pub struct ConsumerOptions {
+    pub endpoint: Endpoint,
+    /// `clientInfo.name`, shown in the hub's logs.
+    pub client_name: String,
+}
+
+/// Counters of what the index did, for diagnostics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ConsumerStats {
+    /// `tools/list` answers dropped because a newer fetch of the same
+    /// provider was out.
+    pub stale_lists_dropped: u64,
+}
+
+/// The tools of every tool provider on the hub, kept current from the
+/// catalog, under one naming rule ([`naming`](super::naming)); calls go to
+/// their provider through [`ExposedTool::call`](super::ExposedTool::call).
+///
+/// Cloning shares one connection and one index. The index task stops with
+/// [`HubTools::close`] or when the last clone is dropped.
+#[derive(Clone)]
+pub struct HubTools {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    caller: Arc<HubCaller>,
+    published: Arc<Published>,
+    stop: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl HubTools {
+    /// Starts following the hub at `options.endpoint` (on the current Tokio
+    /// runtime). Returns at once; the table is empty until the hub is reached.
+    pub fn start(options: ConsumerOptions) -> Self {
+        Self::start_with(options, |_client| Box::pin(async {}))
+    }
+
+    /// Like [`HubTools::start`]; `on_connect` runs once, when the hub is
+    /// first reached, before the catalog is followed (to register a service,
+    /// such as a progress sink, which [`Client::reconnect`] registers again
+    /// after every reconnect).
+    pub fn start_with(
+        options: ConsumerOptions,
+        on_connect: impl FnOnce(Client) -> BoxFuture<()> + Send + 'static,
+    ) -> Self {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let caller = Arc::new(HubCaller::new(commands));
+        let published = Arc::new(Published::new());
+        let stop = CancellationToken::new();
+        tokio::spawn(run(
+            caller.clone(),
+            published.clone(),
+            options,
+            on_connect,
+            receiver,
+            stop.clone(),
+        ));
+        HubTools {
+            inner: Arc::new(Inner {
+                caller,
+                published,
+                stop,
+            }),
+        }
+    }
+
+    /// The tools as of now.
+    pub fn tools(&self) -> Arc<ToolTable> {
+        self.inner.published.table()
+    }
+
+    /// Changes each time a different table is published; `borrow_and_update`
+    /// before reading [`HubTools::tools`] to hear of every later change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.published.changes()
+    }
+
+    /// Waits, at most `bound`, until the first table is complete: every
+    /// provider of the first catalog has answered `tools/list` (or failed),
+    /// or the first attempt to reach the hub failed. Whether it is.
+    pub async fn wait_ready(&self, bound: Duration) -> bool {
+        let mut ready = self.inner.published.ready();
+        let reached = tokio::time::timeout(bound, ready.wait_for(|ready| *ready)).await;
+        matches!(reached, Ok(Ok(_)))
+    }
+
+    /// Whether the hub connection is up now.
+    pub fn is_connected(&self) -> bool {
+        self.client().is_some_and(|client| !client.is_closed())
+    }
+
+    /// The hub connection, once it was made (the same one across reconnects).
+    pub fn client(&self) -> Option<Client> {
+        self.inner.caller.client()
+    }
+
+    pub fn stats(&self) -> ConsumerStats {
+        ConsumerStats {
+            stale_lists_dropped: self.inner.published.stale_lists_dropped(),
+        }
+    }
+
+    /// Stops the index and closes the hub connection.
+    pub fn close(&self) {
+        self.inner.stop.cancel();
+        if let Some(client) = self.inner.caller.take_client() {
+            client.close();
+        }
+    }
+}
+
+/// The consumer's I/O task: reach the hub, follow it, stay connected.
+async fn run(
+    caller: Arc<HubCaller>,
+    published: Arc<Published>,
+    options: ConsumerOptions,
+    on_connect: impl FnOnce(Client) -> BoxFuture<()>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    stop: CancellationToken,
+) {
+    let reached = retry_with_backoff(
+        &stop,
+        || connect(&options),
+        |failures, error, delay| {
+            if failures == 1 {
+                tracing::warn!(%error, "no hub yet: no hub tools until it is reachable");
+                // A first prompt or tools/list need not wait for it.
+                published.set_ready();
+            } else {
+                tracing::debug!(%error, ?delay, "cannot reach the hub yet");
+            }
+        },
+    )
+    .await;
+    let Some((client, catalog)) = reached else {
+        published.set_ready();
+        return;
+    };
+    tracing::info!("connected to the hub");
+    caller.set_client(client.clone());
+    if stop.is_cancelled() {
+        // `close` ran while connecting and found no client to close.
+        client.close();
+        return;
+    }
+    on_connect(client.clone()).await;
+    let index = Index::new(caller.clone(), client.clone(), published.clone());
+    let following = tokio::spawn(index.run(catalog, commands, stop.clone()));
+    let disconnected = caller.clone();
+    keep_connected(client, stop, move |up| {
+        if !up {
+            disconnected.command(Command::Disconnected);
+        }
+    })
+    .await;
+    // Only `stop` ends `keep_connected`, and the index with it.
+    let _ = following.await;
+    published.set_ready();
+    if let Some(client) = caller.take_client() {
+        client.close();
+    }
+}
+
+/// One attempt: connect and subscribe to the catalog.
+async fn connect(
+    options: &ConsumerOptions,
+) -> Result<(Client, Catalog), switchboard_client::Error> {
+    let client = Client::connect_with(ConnectOptions {
+        endpoint: options.endpoint.clone(),
+        client_name: options.client_name.clone(),
+    })
+    .await?;
+    match client.catalog().await {
+        Ok(catalog) => Ok((client, catalog)),
+        Err(error) => {
+            client.close();
+            Err(error)
+        }
+    }
+}
