@@ -1,6 +1,7 @@
 //! The floor relay: names, routing, and what it does with bad input.
 
-use crate::support::{within, TestFloor};
+use crate::support::TestFloor;
+use switchboard_test_support::within;
 use switchboard_bench::lines::LineBuf;
 use switchboard_bench::systems::floor;
 use tokio::io::AsyncWriteExt;

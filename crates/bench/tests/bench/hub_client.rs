@@ -1,7 +1,7 @@
 //! The harness's lean hub client speaks the real protocol: checked against
 //! the real hub, in-process, over its Unix socket and its WebSocket.
 
-use crate::support::{within, TestHub};
+use switchboard_test_support::{within, TestHub};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_bench::lines::{self, After};
 use switchboard_bench::messages::{self, RequestTemplate};

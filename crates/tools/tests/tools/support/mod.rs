@@ -1,5 +1,5 @@
-//! Shared setup: a real hub (in process, real Unix socket), clients, and a
-//! provider with a few tools whose runs are counted.
+//! Shared setup: a provider with a few tools whose runs are counted, on a
+//! real hub (`switchboard_test_support::TestHub`).
 
 #![allow(dead_code)]
 
@@ -9,54 +9,14 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchboard_client::{Client, ConnectOptions, Endpoint, Error, RequestOptions};
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_client::{Client, Error, RequestOptions};
+pub use switchboard_test_support::{TestHub, WAIT};
 use switchboard_tools::{tool_fn, Provider, ToolError, ToolResult, ToolSpec};
 use tokio::sync::Notify;
 
-/// Every wait in these tests is bounded by this.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-pub struct TestHub {
-    hub: Option<Hub>,
-    pub dir: tempfile::TempDir,
-}
-
-impl TestHub {
-    pub async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let hub = Hub::start(HubOptions {
-            dir: dir.path().join("hub"),
-            ws: None,
-            config: None,
-        })
-        .await
-        .unwrap();
-        TestHub {
-            hub: Some(hub),
-            dir,
-        }
-    }
-
-    pub async fn client(&self, name: &str) -> Client {
-        let info = self.hub.as_ref().unwrap().info();
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Unix {
-                path: info.socket.clone(),
-                token: Some(info.token.clone()),
-            },
-            client_name: name.into(),
-        })
-        .await
-        .unwrap()
-    }
-
-    pub fn ledger_path(&self, name: &str) -> std::path::PathBuf {
-        self.dir
-            .path()
-            .join("ledgers")
-            .join(format!("{name}.sqlite"))
-    }
+/// Where the provider named `name` keeps its call ledger.
+pub fn ledger_path(hub: &TestHub, name: &str) -> std::path::PathBuf {
+    hub.path("ledgers").join(format!("{name}.sqlite"))
 }
 
 /// How often each tool of [`demo_provider`] actually ran.
@@ -166,7 +126,7 @@ pub async fn demo_provider() -> Demo {
     let provider_client = hub.client("provider").await;
     let runs = Arc::new(Runs::default());
     let provider = Provider::builder("demo")
-        .ledger_path(hub.ledger_path("demo"))
+        .ledger_path(ledger_path(&hub, "demo"))
         .tools(demo_tools(&runs))
         .cancel_grace(Duration::from_millis(200))
         .register(&provider_client)
