@@ -224,7 +224,7 @@ impl HubProcessBuilder {
         self
     }
 
-    /// No `--ws` (the hub serves the Unix socket only).
+    /// `--no-ws`: the hub serves the Unix socket only.
     pub fn no_ws(mut self) -> Self {
         self.ws = false;
         self
@@ -285,6 +285,8 @@ impl HubProcessBuilder {
         }
         if self.ws {
             command.args(["--ws", "127.0.0.1:0"]);
+        } else {
+            command.arg("--no-ws");
         }
         command
             .args(&self.args)

@@ -3,19 +3,19 @@
 
 use std::time::Duration;
 
-use crate::mcp_support::*;
+use crate::support::mcp::*;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide("alpha");
     let _beta = hub.provide("beta");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
-    hub.provider_id(&client, "beta").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
+    provider_id(&client, "beta").await;
     let gateway = hub.gateway().await;
     let names = gateway
         .wait_for_tools("both providers", |names| {
@@ -94,10 +94,10 @@ async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn providers_joining_leaving_and_changing_tools_are_announced() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
     let gateway = hub.gateway().await;
     gateway
         .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))
@@ -142,10 +142,10 @@ async fn providers_joining_leaving_and_changing_tools_are_announced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_mcp_call_reaches_the_providers_child() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
     let gateway = hub.gateway().await;
     gateway
         .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__slow"))
@@ -179,10 +179,10 @@ async fn cancelling_an_mcp_call_reaches_the_providers_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
     let gateway = hub.gateway().await;
     gateway
         .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__exit"))
@@ -234,10 +234,10 @@ async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_to_a_provider_that_died_fails_clearly() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let mut alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
     let gateway = hub.gateway().await;
     gateway
         .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__echo"))

@@ -6,26 +6,13 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-pub const WAIT: Duration = Duration::from_secs(20);
-
-/// `hub-fault-client` (crate `switchboard-testkit`) sits next to
-/// `switchboard`; `cargo test --workspace` builds it.
-pub fn fault_client_bin() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_switchboard")).with_file_name("hub-fault-client");
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (or `cargo build -p switchboard-testkit` first)",
-        path.display()
-    );
-    path
-}
+use switchboard_test_support::{workspace_binary, WAIT};
 
 /// A `hub-fault-client` process and the events it printed so far.
 pub struct FaultClient {
@@ -58,7 +45,7 @@ impl FaultClient {
     }
 
     fn spawn(label: &str, dir: &Path, args: &[&str]) -> FaultClient {
-        let mut child = Command::new(fault_client_bin())
+        let mut child = Command::new(workspace_binary("hub-fault-client", "switchboard-testkit"))
             .arg("--dir")
             .arg(dir)
             .args(args)
