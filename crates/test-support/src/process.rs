@@ -87,7 +87,11 @@ impl HubProcess {
     }
 
     pub fn socket(&self) -> PathBuf {
-        PathBuf::from(self.info["socket"].as_str().expect("hub.json names a socket"))
+        PathBuf::from(
+            self.info["socket"]
+                .as_str()
+                .expect("hub.json names a socket"),
+        )
     }
 
     /// The `direct` principal's token.
@@ -168,7 +172,11 @@ impl HubProcess {
 
     /// `127.0.0.1:PORT` of the WebSocket (and metrics) listener.
     pub fn ws_address(&self) -> String {
-        http::address_of(self.info["ws"].as_str().expect("the hub serves a WebSocket port"))
+        http::address_of(
+            self.info["ws"]
+                .as_str()
+                .expect("the hub serves a WebSocket port"),
+        )
     }
 
     /// `GET path` on the WebSocket port, with `Host: <its address>` unless
@@ -259,7 +267,9 @@ impl HubProcessBuilder {
     pub fn start(self) -> HubProcess {
         let temp = match self.dir {
             Some(_) => None,
-            None => Some(Arc::new(tempfile::tempdir().expect("a temporary directory"))),
+            None => Some(Arc::new(
+                tempfile::tempdir().expect("a temporary directory"),
+            )),
         };
         self.spawn(temp)
     }

@@ -261,8 +261,7 @@ async fn an_mcp_call_whose_provider_is_killed_mid_call_fails_clearly_and_is_neve
 
     // A restarted provider serves again; the killed call is not run again.
     let _restarted = hub.provide("alpha");
-    provider_id_except(&client, "alpha", Some(&killed_id))
-        .await;
+    provider_id_except(&client, "alpha", Some(&killed_id)).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         match gateway.call("alpha__echo", json!({"text": "back"})).await {

@@ -27,12 +27,7 @@ pub struct Sidecar {
 impl Sidecar {
     /// Starts `git-sidecar --dir HUB --label LABEL EXTRA…` and waits until
     /// its service is in the catalog of `client`.
-    pub async fn start(
-        hub: &HubProcess,
-        client: &Client,
-        label: &str,
-        extra: &[&str],
-    ) -> Sidecar {
+    pub async fn start(hub: &HubProcess, client: &Client, label: &str, extra: &[&str]) -> Sidecar {
         let log = hub.path(&format!("{label}.log"));
         let child = Command::new(sidecar_binary())
             .args(["--dir", hub.dir_arg(), "--label", label])

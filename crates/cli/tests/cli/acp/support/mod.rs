@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use switchboard_client::Client;
-pub use switchboard_test_support::WAIT;
 use switchboard_test_support::TestHub;
+pub use switchboard_test_support::WAIT;
 
 pub use editor::{settle, text_of, thoughts_of, tool_calls, Editor};
 pub use model_server::{call, hold, say, text, use_tool, Act, ModelServer};
