@@ -3,6 +3,7 @@
 //! Each subcommand lives in its own module with its own `clap::Args`; this
 //! file only lists them and runs the chosen one.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -90,7 +91,8 @@ fn main() -> ExitCode {
 }
 
 /// Logs go to stderr (stdout is for command output, and for `mcp`/`acp` it
-/// carries the protocol); `RUST_LOG` filters them (default: info).
+/// carries the protocol); `RUST_LOG` filters them (default: info). Colour
+/// only on a terminal: MCP and ACP hosts capture stderr to files.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         // rmcp logs whole MCP messages at info; payloads stay out of logs by default.
@@ -101,5 +103,6 @@ fn init_logging() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

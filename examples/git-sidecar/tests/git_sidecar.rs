@@ -636,3 +636,19 @@ async fn a_linked_worktree_is_served_with_its_own_head_and_shared_refs() {
     let objects = get_objects(&client, &sidecar.service_id, "wt", &[&side]).await;
     assert_eq!(objects["objects"][0]["type"], "commit");
 }
+
+/// Hosts capture the sidecar's stderr to a file (here, its log): no
+/// terminal colour codes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_carries_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let repo = fixture();
+    let hub = HubProcess::start();
+    let client = hub.client("test").await;
+    let sidecar = Sidecar::start(&hub, &client, "plain", &["--repo", repo.path_str()]).await;
+    switchboard_test_support::eventually("the sidecar to log that it serves", || {
+        sidecar.log().contains("serving")
+    })
+    .await;
+    let log = sidecar.log();
+    assert!(!log.contains('\x1b'), "colour codes in the log:\n{log:?}");
+}

@@ -12,3 +12,4 @@ mod mcp_gateway;
 mod process;
 mod provide_mcp_fence;
 mod security;
+mod stderr;

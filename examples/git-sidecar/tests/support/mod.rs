@@ -32,6 +32,7 @@ impl Sidecar {
         let child = Command::new(sidecar_binary())
             .args(["--dir", hub.dir_arg(), "--label", label])
             .args(extra)
+            .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))
