@@ -1,10 +1,59 @@
-//! What the binary writes to stderr, as a new user first sees it: logs
-//! carry no colour codes when stderr is not a terminal (MCP and ACP hosts
-//! capture it to files).
+//! What the binary writes to stderr, as a new user first sees it: an error
+//! names its cause once, and logs carry no colour codes when stderr is not
+//! a terminal (MCP and ACP hosts capture it to files).
 
 use serde_json::json;
 
-use crate::support::HubProcess;
+use crate::support::mcp::test_server_bin;
+use crate::support::{empty_dir, path_str, run, HubProcess};
+
+/// Runs a command that must fail; its stderr, checked to be one line.
+fn one_error_line(args: &[&str]) -> String {
+    let failed = run(args);
+    assert_eq!(failed.code(), 1, "{failed:#?}");
+    let lines: Vec<&str> = failed.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line of stderr: {failed:#?}");
+    assert!(lines[0].starts_with("switchboard: "), "{failed:#?}");
+    failed.stderr
+}
+
+#[test]
+fn provide_mcp_without_a_hub_names_the_missing_hub_json_once() {
+    let (_temp, dir) = empty_dir();
+    let server = test_server_bin();
+    let stderr = one_error_line(&[
+        "provide-mcp",
+        "--namespace",
+        "x",
+        "--dir",
+        &dir,
+        "--",
+        path_str(&server),
+    ]);
+    let cause = format!("cannot read {dir}/hub.json (No such file or directory (os error 2))");
+    assert_eq!(stderr.matches(&cause).count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("cannot find the hub").count(), 1, "{stderr}");
+}
+
+#[test]
+fn provide_mcp_with_a_server_that_cannot_start_names_the_os_error_once() {
+    let (_temp, dir) = empty_dir();
+    let stderr = one_error_line(&[
+        "provide-mcp",
+        "--namespace",
+        "x",
+        "--dir",
+        &dir,
+        "--",
+        "/nonexistent/mcp-server",
+    ]);
+    assert!(
+        stderr.contains("cannot start the MCP server `/nonexistent/mcp-server`"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
+}
 
 /// Every subcommand logs through the same subscriber (`main.rs`); the hub
 /// logs the most.
