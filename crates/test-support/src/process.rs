@@ -44,8 +44,11 @@ pub struct HubProcessBuilder {
     ws: bool,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
-    configure: Option<Arc<dyn Fn(&mut Command) + Send + Sync>>,
+    configure: Option<Arc<Configure>>,
 }
+
+/// A caller's last say on the `switchboard serve` command.
+type Configure = dyn Fn(&mut Command) + Send + Sync;
 
 impl HubProcess {
     /// A hub process on a fresh temporary directory, with a WebSocket.
