@@ -1,6 +1,6 @@
 //! The real `switchboard serve` binary as a child process.
 //!
-//! Starting waits on the calling thread (at most [`WAIT`]) until `hub.json`
+//! Starting waits on the calling thread (at most [`WAIT`](crate::WAIT)) until `hub.json`
 //! names the new process; an async test holds one runtime worker for that
 //! while, which nothing in the test waits on, as the hub is another
 //! process.
@@ -11,14 +11,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
 
 use serde_json::Value;
 use switchboard_client::Client;
 
 use crate::http::{self, HttpResponse};
-use crate::wait::POLL;
-use crate::{clients, switchboard_binary, LineClient, WAIT};
+use crate::wait::poll;
+use crate::{clients, switchboard_binary, LineClient};
 
 /// A `switchboard serve` child process; killed (SIGKILL) when dropped, its
 /// log removed.
@@ -141,36 +140,25 @@ impl HubProcess {
 
     /// Waits for the process to exit.
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "switchboard serve still running {WAIT:?} later:\n{}",
-                self.log()
-            );
-            std::thread::sleep(POLL);
-        }
+        let child = &mut self.child;
+        let log = &self.log;
+        poll(
+            || child.try_wait().expect("try_wait"),
+            || format!("switchboard serve still running:\n{}", read_log(log)),
+        )
     }
 
     /// What the hub logged (stderr) so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        read_log(&self.log)
     }
 
     /// Waits until the hub's log holds `needle`.
     pub fn wait_for_log(&self, needle: &str) {
-        let deadline = Instant::now() + WAIT;
-        while !self.log().contains(needle) {
-            assert!(
-                Instant::now() < deadline,
-                "the log never said {needle:?}:\n{}",
-                self.log()
-            );
-            std::thread::sleep(POLL);
-        }
+        poll(
+            || self.log().contains(needle).then_some(()),
+            || format!("the log never said {needle:?}:\n{}", self.log()),
+        )
     }
 
     /// `127.0.0.1:PORT` of the WebSocket (and metrics) listener.
@@ -197,18 +185,10 @@ impl HubProcess {
 
     /// Waits until the `/metrics` sample `sample` has `value`.
     pub fn wait_for_metric(&self, sample: &str, value: u64) {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let text = self.metrics();
-            if crate::metric_value(&text, sample) == value {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{sample} never became {value} within {WAIT:?}:\n{text}"
-            );
-            std::thread::sleep(POLL * 2);
-        }
+        poll(
+            || (crate::metric_value(&self.metrics(), sample) == value).then_some(()),
+            || format!("{sample} never became {value}:\n{}", self.metrics()),
+        )
     }
 }
 
@@ -327,23 +307,21 @@ impl HubProcessBuilder {
 impl HubProcess {
     fn wait_for_hub_json(&mut self) {
         let pid = self.pid();
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(info) = read_hub_json(&self.dir).filter(|info| info["pid"] == pid) {
-                self.info = info;
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("switchboard serve exited with {status}:\n{}", self.log());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "hub.json did not name pid {pid} within {WAIT:?}:\n{}",
-                self.log()
-            );
-            std::thread::sleep(POLL);
-        }
+        let (dir, child, log) = (&self.dir, &mut self.child, &self.log);
+        self.info = poll(
+            || {
+                if let Ok(Some(status)) = child.try_wait() {
+                    panic!("switchboard serve exited with {status}:\n{}", read_log(log));
+                }
+                read_hub_json(dir).filter(|info| info["pid"] == pid)
+            },
+            || format!("hub.json did not name pid {pid}:\n{}", read_log(log)),
+        );
     }
+}
+
+fn read_log(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
 }
 
 /// `dir/hub.json`, if it exists and is JSON.

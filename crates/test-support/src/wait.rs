@@ -19,6 +19,21 @@ pub async fn within<T>(what: &str, future: impl Future<Output = T>) -> T {
         .unwrap_or_else(|_| panic!("{what} did not happen within {WAIT:?}"))
 }
 
+/// Blocking: calls `attempt` until it yields a value, for at most [`WAIT`];
+/// past that, panics with `failure()` (which can say what was seen).
+pub fn poll<T>(mut attempt: impl FnMut() -> Option<T>, failure: impl FnOnce() -> String) -> T {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(value) = attempt() {
+            return value;
+        }
+        if std::time::Instant::now() >= deadline {
+            panic!("{} (waited {WAIT:?})", failure());
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// Polls `check` until it holds, for at most [`WAIT`]: for effects nothing
 /// announces (a file written by a child process, a counter reaching a value).
 pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {

@@ -17,19 +17,23 @@ fn one_error_line(args: &[&str]) -> String {
     failed.stderr
 }
 
-#[test]
-fn provide_mcp_without_a_hub_names_the_missing_hub_json_once() {
-    let (_temp, dir) = empty_dir();
-    let server = test_server_bin();
-    let stderr = one_error_line(&[
+/// `provide-mcp -- SERVER` on a directory where no hub runs.
+fn provide_mcp_without_a_hub(dir: &str, server: &str) -> String {
+    one_error_line(&[
         "provide-mcp",
         "--namespace",
         "x",
         "--dir",
-        &dir,
+        dir,
         "--",
-        path_str(&server),
-    ]);
+        server,
+    ])
+}
+
+#[test]
+fn provide_mcp_without_a_hub_names_the_missing_hub_json_once() {
+    let (_temp, dir) = empty_dir();
+    let stderr = provide_mcp_without_a_hub(&dir, path_str(&test_server_bin()));
     let cause = format!("cannot read {dir}/hub.json (No such file or directory (os error 2))");
     assert_eq!(stderr.matches(&cause).count(), 1, "{stderr}");
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
@@ -39,15 +43,7 @@ fn provide_mcp_without_a_hub_names_the_missing_hub_json_once() {
 #[test]
 fn provide_mcp_with_a_server_that_cannot_start_names_the_os_error_once() {
     let (_temp, dir) = empty_dir();
-    let stderr = one_error_line(&[
-        "provide-mcp",
-        "--namespace",
-        "x",
-        "--dir",
-        &dir,
-        "--",
-        "/nonexistent/mcp-server",
-    ]);
+    let stderr = provide_mcp_without_a_hub(&dir, "/nonexistent/mcp-server");
     assert!(
         stderr.contains("cannot start the MCP server `/nonexistent/mcp-server`"),
         "{stderr}"
