@@ -8,28 +8,35 @@
 
 use std::path::{Path, PathBuf};
 
-/// The `switchboard` binary: `$SWITCHBOARD_BIN` if set, else the one built
-/// next to the running test.
+/// The `switchboard` binary built next to the running test, else
+/// `$SWITCHBOARD_BIN` (for running one crate's tests without building the
+/// cli; never in place of a binary this build made).
 pub fn switchboard_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SWITCHBOARD_BIN") {
-        return PathBuf::from(path);
+    let built = sibling_of_test("switchboard");
+    match std::env::var_os("SWITCHBOARD_BIN") {
+        Some(path) if !built.exists() => PathBuf::from(path),
+        _ => workspace_binary("switchboard", "switchboard-cli"),
     }
-    workspace_binary("switchboard", "switchboard-cli")
 }
 
 /// Binary `name` of workspace package `package`, built next to the running
 /// test; fails with the command that builds it if it is missing.
 pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
-    let test_exe = std::env::current_exe().expect("the test's own path");
-    let profile_dir = test_exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join(name);
+    let binary = sibling_of_test(name);
     assert!(
         binary.exists(),
         "{} is not built: run the tests with `cargo test --workspace`, or `cargo build -p {package} --bins` first",
         binary.display()
     );
     binary
+}
+
+/// `target/<profile>/<name>`, for a test in `target/<profile>/deps/`.
+fn sibling_of_test(name: &str) -> PathBuf {
+    let test_exe = std::env::current_exe().expect("the test's own path");
+    test_exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test runs from target/<profile>/deps")
+        .join(name)
 }

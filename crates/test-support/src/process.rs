@@ -1,9 +1,9 @@
 //! The real `switchboard serve` binary as a child process.
 //!
-//! Starting waits on the calling thread (at most [`WAIT`](crate::WAIT)) until `hub.json`
-//! names the new process; an async test holds one runtime worker for that
-//! while, which nothing in the test waits on, as the hub is another
-//! process.
+//! Starting waits on the calling thread (at most [`WAIT`](crate::WAIT))
+//! until `hub.json` names the new process; an async test holds one runtime
+//! worker for that while, which nothing in the test waits on, as the hub is
+//! another process.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -29,8 +29,9 @@ pub struct HubProcess {
     log: PathBuf,
     /// How it was started, for [`HubProcess::restart`].
     builder: HubProcessBuilder,
-    /// The temporary directory holding `dir`, when the builder made it.
-    _temp: Option<Arc<tempfile::TempDir>>,
+    /// The temporary directory holding `dir`, when the builder made it
+    /// (shared with the process a restart starts).
+    temp: Option<Arc<tempfile::TempDir>>,
 }
 
 /// How to start a [`HubProcess`]: `switchboard serve --dir DIR --ws
@@ -134,7 +135,7 @@ impl HubProcess {
     pub fn restart(&mut self) {
         self.kill();
         let builder = self.builder.clone().dir(self.dir.clone());
-        let mut next = builder.spawn(self._temp.clone());
+        let mut next = builder.spawn(self.temp.clone());
         std::mem::swap(self, &mut next);
     }
 
@@ -297,7 +298,7 @@ impl HubProcessBuilder {
             info: Value::Null,
             log,
             builder: self,
-            _temp: temp,
+            temp,
         };
         hub.wait_for_hub_json();
         hub
