@@ -32,20 +32,20 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("session store {path}: {source}")]
+    #[error("session store {path}: {error}")]
     Open {
         path: PathBuf,
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
-    #[error("cannot create {path}: {source}")]
+    #[error("cannot create {path}: {error}")]
     CreateDir {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("session store {path} has schema version {found}; this build reads version {SCHEMA_VERSION}")]
     Version { path: PathBuf, found: i64 },
     #[error("session store: {0}")]
-    Sql(#[from] rusqlite::Error),
+    Sql(rusqlite::Error),
     #[error("session store: stored event is not valid JSON: {0}")]
     Corrupt(serde_json::Error),
     #[error("the session store is closed")]
@@ -54,6 +54,15 @@ pub enum StoreError {
     WriteFailed(String),
     #[error("cursor {0:?} is not one this agent issued")]
     BadCursor(String),
+}
+
+// By hand rather than `#[from]`, which would also make the SQLite error this
+// error's `source()`: the message already names it, and a report that walks
+// the chain would print it twice.
+impl From<rusqlite::Error> for StoreError {
+    fn from(error: rusqlite::Error) -> Self {
+        StoreError::Sql(error)
+    }
 }
 
 /// What an event records.
@@ -185,9 +194,9 @@ impl Store {
                     let _ = ready.send(Err(error));
                 }
             })
-            .map_err(|source| StoreError::CreateDir {
+            .map_err(|error| StoreError::CreateDir {
                 path: PathBuf::from("acp-store thread"),
-                source,
+                error,
             })?;
         opened.await.map_err(|_| StoreError::Closed)??;
         Ok(Store {
@@ -307,16 +316,16 @@ fn create_private_dir(path: &Path) -> Result<(), StoreError> {
         .recursive(true)
         .mode(0o700)
         .create(path)
-        .map_err(|source| StoreError::CreateDir {
+        .map_err(|error| StoreError::CreateDir {
             path: path.to_path_buf(),
-            source,
+            error,
         })
 }
 
 fn open_connection(path: &Path) -> Result<Connection, StoreError> {
-    let open_error = |source| StoreError::Open {
+    let open_error = |error| StoreError::Open {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let connection = Connection::open(path).map_err(open_error)?;
     connection.busy_timeout(BUSY_TIMEOUT).map_err(open_error)?;

@@ -14,7 +14,6 @@ pub mod floor;
 pub mod lines;
 pub mod messages;
 pub mod process;
-pub mod procfs;
 pub mod report;
 pub mod runner;
 pub mod stats;

@@ -9,6 +9,7 @@ use clap::Parser;
 use switchboard_bench::process;
 use switchboard_bench::runner::{self, Bins, Plan, Workload};
 use switchboard_bench::systems::System;
+use switchboard_testkit::procfs;
 
 #[derive(Parser)]
 #[command(
@@ -53,7 +54,7 @@ fn main() -> anyhow::Result<()> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let limit = process::raise_nofile_limit().context("cannot raise RLIMIT_NOFILE")?;
+    let limit = procfs::raise_nofile_limit().context("cannot raise RLIMIT_NOFILE")?;
     if limit < 10_500 {
         eprintln!(
             "[bench] warning: RLIMIT_NOFILE is {limit}; 10,000 idle connections need about 10,500 per process (raise the hard limit: ulimit -Hn)"

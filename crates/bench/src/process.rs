@@ -1,4 +1,5 @@
-//! Server processes the harness starts, CPU placement and descriptor limits.
+//! Server processes the harness starts, and CPU placement. (The descriptor
+//! limit is raised by `switchboard_testkit::procfs`.)
 //!
 //! Every child is recorded in one list so that a signal to the harness (or
 //! the harness dying: `PR_SET_PDEATHSIG`) stops them all; each is stopped
@@ -46,25 +47,6 @@ fn set_affinity(cpu: usize) -> io::Result<()> {
 /// CPUs this process may run on.
 pub fn allowed_cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the new soft
-/// limit. Children started afterwards inherit it.
-pub fn raise_nofile_limit() -> io::Result<u64> {
-    // SAFETY: getrlimit/setrlimit with a valid pointer.
-    unsafe {
-        let mut limit: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
-        Ok(limit.rlim_cur)
-    }
 }
 
 /// A child process the harness started; stopped when dropped.

@@ -22,7 +22,7 @@ pub enum Error {
     #[error("the connection to the hub is closed")]
     Closed,
     /// The hub or the service answered with an error.
-    #[error("{0}")]
+    #[error(transparent)]
     Rpc(#[from] RpcError),
     /// No answer arrived in time on this side (the hub's own timeout answers
     /// `-32051`, which is an [`Error::Rpc`]).

@@ -7,70 +7,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_client::protocol::error::GoneReason;
-use switchboard_client::{
-    handler_fn, reply, CatalogEvent, Client, ConnectOptions, Endpoint, ErrorKind, RequestOptions,
-};
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_client::{handler_fn, reply, CatalogEvent, Client, ErrorKind, RequestOptions};
+use switchboard_test_support::{TestHub, WAIT};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-struct TestHub {
-    hub: Option<Hub>,
-    _dir: tempfile::TempDir,
-}
-
-impl TestHub {
-    async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let hub = Hub::start(HubOptions {
-            dir: dir.path().join("hub"),
-            ws: Some("127.0.0.1:0".parse().unwrap()),
-            config: None,
-        })
-        .await
-        .unwrap();
-        TestHub {
-            hub: Some(hub),
-            _dir: dir,
-        }
-    }
-
-    fn hub(&self) -> &Hub {
-        self.hub.as_ref().unwrap()
-    }
-
-    async fn client(&self, name: &str) -> Client {
-        let info = self.hub().info();
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Unix {
-                path: info.socket.clone(),
-                token: Some(info.token.clone()),
-            },
-            client_name: name.into(),
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn ws_client(&self, name: &str) -> Client {
-        let info = self.hub().info();
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::WebSocket {
-                url: info.ws.clone().unwrap(),
-                token: Some(info.token.clone()),
-            },
-            client_name: name.into(),
-        })
-        .await
-        .unwrap()
-    }
-
-    async fn stop(mut self) {
-        self.hub.take().unwrap().shutdown().await;
-    }
-}
 
 fn echo() -> impl switchboard_client::Handler {
     handler_fn(|request| async move {

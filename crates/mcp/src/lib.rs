@@ -18,16 +18,16 @@ pub use provide::{ledger_path, run_provider, ProvideOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot start the MCP server `{command}`: {source}")]
+    #[error("cannot start the MCP server `{command}`: {error}")]
     Spawn {
         command: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("the MCP server `{command}` did not start: {reason}")]
     ChildStart { command: String, reason: String },
     #[error(transparent)]
     Tools(#[from] switchboard_tools::ToolsError),
-    #[error("hub: {0}")]
+    #[error(transparent)]
     Hub(#[from] switchboard_client::Error),
     #[error("MCP on stdio: {0}")]
     Stdio(String),

@@ -52,3 +52,36 @@ async fn lists_its_tools_and_echoes() {
     assert_eq!(result["content"][0]["text"], "hello", "{result}");
     let _ = client.cancel().await;
 }
+
+/// MCP hosts capture a server's stderr to a file: its logs must not carry
+/// terminal colour codes there.
+#[tokio::test]
+async fn logs_carry_no_colour_codes_when_stderr_is_not_a_terminal() {
+    use tokio::io::AsyncReadExt;
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp-test-server"));
+    command.env("RUST_LOG", "debug");
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn mcp-test-server");
+    let mut stderr = stderr.expect("a piped stderr");
+    let client = tokio::time::timeout(WAIT, ().serve(transport))
+        .await
+        .expect("initialized in time")
+        .expect("initialized");
+    tokio::time::timeout(WAIT, client.peer().list_all_tools())
+        .await
+        .unwrap()
+        .unwrap();
+    let _ = client.cancel().await;
+
+    // The server exits once its stdin closes, which ends its stderr.
+    let mut log = String::new();
+    tokio::time::timeout(WAIT, stderr.read_to_string(&mut log))
+        .await
+        .expect("stderr ends in time")
+        .unwrap();
+    assert!(!log.is_empty(), "nothing was logged at debug");
+    assert!(!log.contains('\x1b'), "colour codes in the log:\n{log:?}");
+}

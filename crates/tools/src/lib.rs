@@ -68,6 +68,6 @@ pub enum ToolsError {
     NoLedger,
     #[error(transparent)]
     Ledger(#[from] LedgerError),
-    #[error("hub: {0}")]
+    #[error(transparent)]
     Hub(#[from] switchboard_client::Error),
 }

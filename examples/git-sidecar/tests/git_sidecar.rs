@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use serde_json::{json, Value};
-use support::{switchboard_binary, GitRepo, Hub, Sidecar, WAIT};
+use support::{switchboard_binary, GitRepo, HubProcess, Sidecar, WAIT};
 use switchboard_client::{handler_fn, reply, Client, ErrorKind};
 use tokio::sync::mpsc;
 
@@ -41,7 +41,7 @@ fn fixture() -> GitRepo {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_refs_lists_every_ref_as_git_sees_it() {
     let repo = fixture();
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "refs", &["--repo", repo.path_str()]).await;
 
@@ -150,7 +150,7 @@ async fn get_objects_returns_every_object_byte_exact_with_per_id_errors() {
     let tree = repo.git(&["rev-parse", "HEAD^{tree}"]);
     let tag = repo.git(&["rev-parse", "v2"]);
     let text = repo.git(&["rev-parse", "HEAD:a.txt"]);
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "objects", &["--repo", repo.path_str()]).await;
 
@@ -196,7 +196,7 @@ async fn get_objects_returns_every_object_byte_exact_with_per_id_errors() {
 async fn a_repo_that_is_not_served_is_refused_by_name() {
     let repo = fixture();
     let other = GitRepo::init("other");
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "refuse", &["--repo", repo.path_str()]).await;
 
@@ -241,7 +241,7 @@ async fn answers_are_cached_by_object_id() {
     let repo = fixture();
     let cached = repo.write_blob(b"read once, then deleted\n");
     let uncached = repo.write_blob(b"deleted before anyone asked\n");
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "cache", &["--repo", repo.path_str()]).await;
 
@@ -276,7 +276,7 @@ async fn the_cache_evicts_the_least_recently_used_to_stay_within_its_bytes() {
     // Each answer costs 4000 base64 bytes plus bookkeeping: two do not fit in 6000.
     let a = repo.write_blob(&[b'a'; 3000]);
     let b = repo.write_blob(&[b'b'; 3000]);
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(
         &hub,
@@ -309,7 +309,7 @@ async fn the_cache_evicts_the_least_recently_used_to_stay_within_its_bytes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_call_takes_at_most_4096_ids() {
     let repo = fixture();
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "batch", &["--repo", repo.path_str()]).await;
 
@@ -351,7 +351,7 @@ async fn objects_and_refs_past_the_answer_size_are_reported_clearly() {
     let second = repo.write_blob(&[b'2'; 7000]);
     // Larger than any answer of 16384 bytes can hold.
     let huge = repo.write_blob(&[b'h'; 13000]);
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(
         &hub,
@@ -460,7 +460,7 @@ async fn change_of_repo(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ref_watchers_are_told_when_refs_change() {
     let repo = fixture();
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "watch", &["--repo", repo.path_str()]).await;
     let mut notifications = register_watcher(&client).await;
@@ -543,11 +543,11 @@ async fn ref_watchers_are_told_when_refs_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sidecar_registers_again_when_the_hub_restarts() {
     let repo = fixture();
-    let mut hub = Hub::start().await;
+    let mut hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "restart", &["--repo", repo.path_str()]).await;
 
-    hub.restart().await;
+    hub.restart();
     let client = hub.client("after").await;
     let service_id = support::wait_for_service(&client, "restart")
         .await
@@ -602,7 +602,7 @@ async fn a_linked_worktree_is_served_with_its_own_head_and_shared_refs() {
     let worktree = repo.path.with_file_name("wt");
     let worktree_str = worktree.to_str().unwrap();
     repo.git(&["worktree", "add", "-q", "-b", "side", worktree_str]);
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "worktree", &["--repo", worktree_str]).await;
     let mut notifications = register_watcher(&client).await;
@@ -635,4 +635,20 @@ async fn a_linked_worktree_is_served_with_its_own_head_and_shared_refs() {
 
     let objects = get_objects(&client, &sidecar.service_id, "wt", &[&side]).await;
     assert_eq!(objects["objects"][0]["type"], "commit");
+}
+
+/// Hosts capture the sidecar's stderr to a file (here, its log): no
+/// terminal colour codes there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_carries_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let repo = fixture();
+    let hub = HubProcess::start();
+    let client = hub.client("test").await;
+    let sidecar = Sidecar::start(&hub, &client, "plain", &["--repo", repo.path_str()]).await;
+    switchboard_test_support::eventually("the sidecar to log that it serves", || {
+        sidecar.log().contains("serving")
+    })
+    .await;
+    let log = sidecar.log();
+    assert!(!log.contains('\x1b'), "colour codes in the log:\n{log:?}");
 }

@@ -45,8 +45,8 @@ pub enum JobError {
     Unknown(String),
     #[error("this session already has {max} running jobs; at most {max} may run at once")]
     TooManyRunning { max: usize },
-    #[error("cannot start the job in {cwd}: {source}")]
-    Spawn { cwd: String, source: std::io::Error },
+    #[error("cannot start the job in {cwd}: {error}")]
+    Spawn { cwd: String, error: std::io::Error },
     #[error("the agent is shutting down; no new jobs start")]
     ShutDown,
 }
@@ -166,9 +166,9 @@ impl JobExecutor {
             .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
-            .map_err(|source| JobError::Spawn {
+            .map_err(|error| JobError::Spawn {
                 cwd: cwd.display().to_string(),
-                source,
+                error,
             })?;
         let id = crate::ids::job_id();
         let started = table.next_start;

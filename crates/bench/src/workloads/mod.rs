@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use switchboard_testkit::procfs;
 
 use crate::systems::floor::FloorProcess;
 use crate::systems::hub::HubProcess;
@@ -91,8 +92,8 @@ pub struct CpuSpent {
 /// Reads both CPU clocks now.
 pub fn cpu_now(server_pid: u32) -> anyhow::Result<CpuSpent> {
     Ok(CpuSpent {
-        server: crate::procfs::cpu_seconds(server_pid)?,
-        harness: crate::procfs::own_cpu_seconds()?,
+        server: procfs::cpu_seconds(server_pid)?,
+        harness: procfs::own_cpu_seconds()?,
     })
 }
 

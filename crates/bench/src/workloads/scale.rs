@@ -7,10 +7,10 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
+use switchboard_testkit::procfs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::procfs;
 use crate::systems::floor::FloorProcess;
 use crate::systems::hub::{HubConn, HubLaunch, HubProcess, Transport};
 use crate::systems::nats::NatsProcess;
@@ -83,17 +83,22 @@ pub async fn idle_connections(
     }
 }
 
+/// Resident memory of `pid`, in bytes.
+fn rss_bytes(pid: u32) -> std::io::Result<u64> {
+    Ok(procfs::rss_kib(pid)? * 1024)
+}
+
 async fn fill(target: IdleTarget<'_>, pid: u32, steps: &[usize]) -> anyhow::Result<IdleOutcome> {
     let mut held = open_idle(&target, 0, WARM_UP).await?;
     tokio::time::sleep(SETTLE).await;
-    let before = procfs::rss_bytes(pid)?;
+    let before = rss_bytes(pid)?;
     let mut per_connection = Vec::with_capacity(steps.len());
     for &step in steps {
         let more = step.saturating_sub(held.len() - WARM_UP);
         let opened = open_idle(&target, held.len(), more).await?;
         held.extend(opened);
         tokio::time::sleep(SETTLE).await;
-        let after = procfs::rss_bytes(pid)?;
+        let after = rss_bytes(pid)?;
         per_connection.push(after.saturating_sub(before) as f64 / step as f64);
     }
     drop(held);

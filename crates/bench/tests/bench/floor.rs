@@ -1,8 +1,9 @@
 //! The floor relay: names, routing, and what it does with bad input.
 
-use crate::support::{within, TestFloor};
+use crate::support::TestFloor;
 use switchboard_bench::lines::LineBuf;
 use switchboard_bench::systems::floor;
+use switchboard_test_support::within;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedReadHalf;
 

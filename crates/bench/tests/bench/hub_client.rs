@@ -1,12 +1,12 @@
 //! The harness's lean hub client speaks the real protocol: checked against
 //! the real hub, in-process, over its Unix socket and its WebSocket.
 
-use crate::support::{within, TestHub};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_bench::lines::{self, After};
 use switchboard_bench::messages::{self, RequestTemplate};
 use switchboard_bench::systems::hub::{self, HubConn, Transport};
 use switchboard_bench::workloads::request;
+use switchboard_test_support::{within, TestHub};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 

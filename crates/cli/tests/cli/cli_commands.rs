@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::cli_support::{empty_dir, switchboard, switchboard_with_stdin, Hub, Live, WAIT};
+use crate::support::{empty_dir, switchboard, switchboard_with_stdin, HubProcess, Live, WAIT};
 use serde_json::{json, Value};
 use switchboard_client::protocol::jsonrpc::ErrorObject;
 use switchboard_client::{handler_fn, reply, Client, Handler, ServiceHandle};
@@ -46,7 +46,7 @@ async fn register_demo(client: &Client, metadata: Value) -> (ServiceHandle, Arc<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_lists_the_catalog_as_a_table_and_as_json() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (first, _) = register_demo(
         &owner,
@@ -110,7 +110,7 @@ async fn services_lists_the_catalog_as_a_table_and_as_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_watch_prints_each_change_as_it_happens() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let mut watch = Live::start(&["services", "--watch", "--dir", hub.dir_arg()]);
     assert!(
         watch.line().await.starts_with("SERVICE"),
@@ -165,7 +165,7 @@ async fn services_watch_prints_each_change_as_it_happens() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_watch_json_prints_one_object_per_change() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (before, _) = register_demo(&owner, json!({"protocol": "demo"})).await;
     let mut watch = Live::start(&["services", "--watch", "--json", "--dir", hub.dir_arg()]);
@@ -196,17 +196,17 @@ async fn services_watch_json_prints_one_object_per_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_watch_fails_when_the_hub_goes_away() {
-    let mut hub = Hub::start().await;
+    let mut hub = HubProcess::start();
     let mut watch = Live::start(&["services", "--watch", "--dir", hub.dir_arg()]);
     assert!(watch.line().await.starts_with("SERVICE"));
-    hub.kill().await;
+    hub.kill();
     let status = watch.exit().await;
     assert_eq!(status.code(), Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_prints_the_result_of_a_service_named_by_id_or_selector() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (service, requests) =
         register_demo(&owner, json!({"protocol": "demo", "version": 1})).await;
@@ -250,7 +250,7 @@ async fn call_prints_the_result_of_a_service_named_by_id_or_selector() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_refuses_an_ambiguous_selector_and_lists_the_matches() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (a, a_requests) = register_demo(&owner, json!({"protocol": "demo", "label": "a"})).await;
     let (b, b_requests) = register_demo(&owner, json!({"protocol": "demo", "label": "b"})).await;
@@ -300,7 +300,7 @@ async fn call_refuses_an_ambiguous_selector_and_lists_the_matches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_and_notify_report_an_unknown_service() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     register_demo(&owner, json!({"protocol": "demo"})).await;
     let dir = hub.dir_arg();
@@ -349,7 +349,7 @@ async fn call_and_notify_report_an_unknown_service() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_params_json_is_refused_before_anything_is_sent() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (_service, requests) = register_demo(&owner, json!({"protocol": "demo"})).await;
     let dir = hub.dir_arg();
@@ -390,7 +390,7 @@ async fn invalid_params_json_is_refused_before_anything_is_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_reports_an_error_answer_with_code_message_and_data() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (service, _) = register_demo(&owner, json!({"protocol": "demo"})).await;
 
@@ -432,7 +432,7 @@ async fn call_reports_an_error_answer_with_code_message_and_data() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_timeout_is_passed_to_the_hub_and_checked_at_its_bounds() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     register_demo(&owner, json!({"protocol": "demo"})).await;
     let dir = hub.dir_arg();
@@ -494,7 +494,7 @@ async fn call_timeout_is_passed_to_the_hub_and_checked_at_its_bounds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn notify_delivers_to_the_resolved_service_and_prints_nothing() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (seen, mut notifications) = mpsc::unbounded_channel();
     let handler = handler_fn(|_| async { reply(&()) }).with_notifications(move |notification| {
@@ -528,7 +528,7 @@ async fn notify_delivers_to_the_resolved_service_and_prints_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reports_the_running_hub_and_its_counts() {
-    let hub = Hub::start().await;
+    let hub = HubProcess::start();
     let owner = hub.client("owner").await;
     let (service, _) = register_demo(&owner, json!({"protocol": "demo"})).await;
     let _catalog = owner.catalog().await.unwrap();
@@ -571,7 +571,7 @@ async fn status_reports_the_running_hub_and_its_counts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_without_a_websocket_port_says_metrics_are_unavailable() {
-    let hub = Hub::start_with(&["--no-ws"]).await;
+    let hub = HubProcess::builder().no_ws().start();
     let run = switchboard(&["status", "--dir", hub.dir_arg()]).await;
     let text = run.ok();
     assert!(text.contains("hub: running\n"), "{text}");
@@ -598,10 +598,10 @@ async fn status_fails_when_no_hub_runs_or_only_its_hub_json_is_left() {
     let report: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(report["running"], false);
 
-    let mut hub = Hub::start().await;
-    hub.kill().await;
+    let mut hub = HubProcess::start();
+    hub.kill();
     assert!(
-        hub.dir.join("hub.json").exists(),
+        hub.dir().join("hub.json").exists(),
         "a killed hub leaves hub.json"
     );
     let run = switchboard(&["status", "--dir", hub.dir_arg()]).await;

@@ -7,14 +7,14 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::faults_support::{FaultClient, WAIT};
-use crate::support::{metric_value, read_hub_json, HubProcess};
+use crate::support::faults::FaultClient;
+use crate::support::mcp::{marker_lines, provider_id, provider_id_except, text_of, McpHub};
+use crate::support::{metric_value, read_hub_json, HubProcess, WAIT};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{json, Value};
-use switchboard_client::{
-    handler_fn, reply, CatalogEvent, Client, ConnectOptions, Endpoint, Error, ErrorKind,
-    RequestOptions,
-};
+use switchboard_client::{handler_fn, reply, CatalogEvent, Error, ErrorKind, RequestOptions};
+use switchboard_test_support::clients::connect_dir;
+use switchboard_test_support::eventually;
 
 const CALLERS: u64 = 10;
 const REQUESTS_PER_CALLER: u64 = 100;
@@ -40,7 +40,7 @@ fn start_callers(dir: &std::path::Path, service: &str) -> Vec<FaultClient> {
 fn killing_an_owner_with_1000_pending_requests_answers_each_exactly_once_with_service_gone() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let hub = HubProcess::start(&dir, &[]);
+    let hub = HubProcess::builder().dir(&dir).start();
     let mut owner = FaultClient::owner(&dir);
     let service = owner.registered_service();
     let mut callers = start_callers(&dir, &service);
@@ -88,7 +88,7 @@ fn killing_an_owner_with_1000_pending_requests_answers_each_exactly_once_with_se
 fn killing_callers_with_requests_in_flight_cancels_each_at_the_owner_once() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let hub = HubProcess::start(&dir, &[]);
+    let hub = HubProcess::builder().dir(&dir).start();
     let owner = FaultClient::owner(&dir);
     let service = owner.registered_service();
     let mut callers = start_callers(&dir, &service);
@@ -122,22 +122,13 @@ fn killing_callers_with_requests_in_flight_cancels_each_at_the_owner_once() {
     assert_eq!(metric_value(&metrics, "switchboard_services"), 1);
 }
 
-async fn sdk_client(dir: &std::path::Path, name: &str) -> Client {
-    Client::connect_with(ConnectOptions {
-        endpoint: Endpoint::Dir(Some(dir.to_owned())),
-        client_name: name.into(),
-    })
-    .await
-    .expect("connect through hub.json")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sdk_clients_see_a_killed_hub_and_reconnect_to_its_restart_under_new_ids() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let mut killed = tokio::task::block_in_place(|| HubProcess::start(&dir, &[]));
+    let mut killed = tokio::task::block_in_place(|| HubProcess::builder().dir(&dir).start());
 
-    let owner = sdk_client(&dir, "owner").await;
+    let owner = connect_dir(&dir, "owner").await;
     let handler = handler_fn(|request| async move {
         if request.method == "hold" {
             request.cancelled.cancelled().await;
@@ -149,7 +140,7 @@ async fn sdk_clients_see_a_killed_hub_and_reconnect_to_its_restart_under_new_ids
         .await
         .unwrap();
     let old_id = service.id();
-    let caller = sdk_client(&dir, "caller").await;
+    let caller = connect_dir(&dir, "caller").await;
     let mut catalog = caller.catalog().await.unwrap();
     let echoed: Value = caller
         .request(&old_id, "echo", &json!({"n": 1}))
@@ -191,7 +182,7 @@ async fn sdk_clients_see_a_killed_hub_and_reconnect_to_its_restart_under_new_ids
     // The dead hub left its socket and hub.json; a new one takes over.
     assert_eq!(read_hub_json(&dir).unwrap()["pid"], killed.pid());
     assert!(dir.join("hub.sock").exists());
-    let restarted = tokio::task::block_in_place(|| HubProcess::start(&dir, &[]));
+    let restarted = tokio::task::block_in_place(|| HubProcess::builder().dir(&dir).start());
     assert!(
         restarted.log().contains("removed a stale socket"),
         "{}",
@@ -238,10 +229,10 @@ async fn sdk_clients_see_a_killed_hub_and_reconnect_to_its_restart_under_new_ids
 /// This is the MCP client's side, through the gateway.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_mcp_call_whose_provider_is_killed_mid_call_fails_clearly_and_is_never_rerun() {
-    let hub = crate::mcp_support::TestHub::start().await;
+    let hub = HubProcess::start();
     let mut alpha = hub.provide("alpha");
-    let client = hub.client().await;
-    let killed_id = hub.provider_id(&client, "alpha").await;
+    let client = hub.client("test").await;
+    let killed_id = provider_id(&client, "alpha").await;
     let gateway = hub.gateway().await;
     gateway
         .wait_for_tools("alpha", |names| names.iter().any(|n| n == "alpha__slow"))
@@ -255,10 +246,7 @@ async fn an_mcp_call_whose_provider_is_killed_mid_call_fails_clearly_and_is_neve
             .with_arguments(arguments.as_object().cloned().unwrap());
         tokio::spawn(async move { tokio::time::timeout(WAIT, peer.call_tool(params)).await })
     };
-    crate::mcp_support::eventually("the call to start", || {
-        crate::mcp_support::marker_lines(&marker) == ["started"]
-    })
-    .await;
+    eventually("the call to start", || marker_lines(&marker) == ["started"]).await;
 
     alpha.kill9();
 
@@ -268,18 +256,17 @@ async fn an_mcp_call_whose_provider_is_killed_mid_call_fails_clearly_and_is_neve
         .expect("an answer, not a hang")
         .expect("a tool result, not a protocol error");
     assert_eq!(result.is_error, Some(true));
-    let text = crate::mcp_support::text_of(&result);
+    let text = text_of(&result);
     assert!(text.starts_with("[provider_gone]"), "{text}");
 
     // A restarted provider serves again; the killed call is not run again.
     let _restarted = hub.provide("alpha");
-    hub.provider_id_except(&client, "alpha", Some(&killed_id))
-        .await;
+    provider_id_except(&client, "alpha", Some(&killed_id)).await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         match gateway.call("alpha__echo", json!({"text": "back"})).await {
             Ok(result) if result.is_error != Some(true) => {
-                assert_eq!(crate::mcp_support::text_of(&result), "back");
+                assert_eq!(text_of(&result), "back");
                 break;
             }
             other => assert!(
@@ -289,5 +276,5 @@ async fn an_mcp_call_whose_provider_is_killed_mid_call_fails_clearly_and_is_neve
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(crate::mcp_support::marker_lines(&marker), ["started"]);
+    assert_eq!(marker_lines(&marker), ["started"]);
 }

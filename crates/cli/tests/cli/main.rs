@@ -1,11 +1,8 @@
 //! The `switchboard` binary's integration tests, linked into one test
 //! binary: one link instead of one per file keeps the release test build
 //! (CI) short. Each module is one former test file (`acp` a directory of
-//! them); the `*support` modules are shared.
+//! them); `support` is shared by all of them.
 
-mod cli_support;
-mod faults_support;
-mod mcp_support;
 mod support;
 
 mod acp;
@@ -15,3 +12,4 @@ mod mcp_gateway;
 mod process;
 mod provide_mcp_fence;
 mod security;
+mod stderr;

@@ -3,19 +3,19 @@
 
 use std::time::Duration;
 
-use crate::mcp_support::*;
+use crate::support::mcp::*;
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide("alpha");
     let _beta = hub.provide("beta");
-    let client = hub.client().await;
-    hub.provider_id(&client, "alpha").await;
-    hub.provider_id(&client, "beta").await;
+    let client = hub.client("test").await;
+    provider_id(&client, "alpha").await;
+    provider_id(&client, "beta").await;
     let gateway = hub.gateway().await;
     let names = gateway
         .wait_for_tools("both providers", |names| {
@@ -94,7 +94,7 @@ async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn providers_joining_leaving_and_changing_tools_are_announced() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
     gateway.wait_for_tool("alpha__echo").await;
@@ -138,7 +138,7 @@ async fn providers_joining_leaving_and_changing_tools_are_announced() {
 
 /// Starts `alpha__slow` through the gateway and cancels it once the child
 /// runs it; returns when the child has seen the cancellation.
-async fn cancel_a_running_call(hub: &TestHub, gateway: &Gateway) {
+async fn cancel_a_running_call(hub: &HubProcess, gateway: &Gateway) {
     let marker = hub.path("slow-marker");
     let params = CallToolRequestParams::new("alpha__slow").with_arguments(
         json!({"marker": marker, "seconds": 60})
@@ -168,7 +168,7 @@ async fn cancel_a_running_call(hub: &TestHub, gateway: &Gateway) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_an_mcp_call_reaches_the_providers_child() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
     gateway.wait_for_tool("alpha__slow").await;
@@ -177,7 +177,7 @@ async fn cancelling_an_mcp_call_reaches_the_providers_child() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_tool_or_a_cancel_is_no_warning_in_the_gateways_log() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide_listed("alpha").await;
     let (gateway, stderr) = hub.gateway_with_default_logs().await;
     gateway.wait_for_tool("alpha__slow").await;
@@ -210,11 +210,12 @@ async fn an_unknown_tool_or_a_cancel_is_no_warning_in_the_gateways_log() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_starts_with_no_tools_and_picks_the_hub_up_later() {
-    let mut hub = TestHub::not_started();
-    let gateway = hub.gateway().await;
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("hub");
+    let gateway = gateway_on(&dir).await;
     assert_eq!(gateway.tool_names().await, Vec::<String>::new());
 
-    hub.serve().await;
+    let hub = HubProcess::builder().dir(&dir).start();
     let _alpha = hub.provide("alpha");
     tokio::time::timeout(WAIT, gateway.events.list_changed.notified())
         .await
@@ -229,7 +230,7 @@ async fn the_gateway_starts_with_no_tools_and_picks_the_hub_up_later() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
     gateway.wait_for_tool("alpha__exit").await;
@@ -280,7 +281,7 @@ async fn calls_fail_clearly_while_the_child_is_down_and_work_after_its_restart()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_to_a_provider_that_died_fails_clearly() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let mut alpha = hub.provide_listed("alpha").await;
     let gateway = hub.gateway().await;
     gateway.wait_for_tool("alpha__echo").await;

@@ -22,10 +22,6 @@ to = "git"
 allow = ["discover"]
 "#;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 fn write_config(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
@@ -34,12 +30,12 @@ fn write_config(path: &Path, text: &str) {
 fn a_second_serve_on_the_same_directory_fails_with_a_clear_error() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let first = HubProcess::start(&dir, &[]);
+    let first = HubProcess::builder().dir(&dir).start();
 
     let dir_arg = dir.to_str().unwrap();
     let second = run(&["serve", "--dir", dir_arg, "--ws", "127.0.0.1:0"]);
     assert!(!second.status.success(), "the second hub started");
-    let stderr = text(&second.stderr);
+    let stderr = &second.stderr;
     assert!(
         stderr.contains("another hub is already running")
             && stderr.contains(&format!("pid {}", first.pid())),
@@ -48,7 +44,7 @@ fn a_second_serve_on_the_same_directory_fails_with_a_clear_error() {
 
     // The first hub is untouched.
     assert_eq!(read_hub_json(&dir).unwrap(), first.info);
-    let mut client = first.client();
+    let mut client = first.line_client();
     assert_eq!(client.request("ping", json!(null))["result"], Value::Null);
 }
 
@@ -56,16 +52,16 @@ fn a_second_serve_on_the_same_directory_fails_with_a_clear_error() {
 fn a_stale_socket_and_hub_json_of_a_killed_hub_are_replaced() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let mut killed = HubProcess::start(&dir, &[]);
+    let mut killed = HubProcess::builder().dir(&dir).start();
     killed.signal(libc::SIGKILL);
     killed.wait_exit();
     assert!(dir.join("hub.json").exists() && dir.join("hub.sock").exists());
     assert!(std::os::unix::net::UnixStream::connect(dir.join("hub.sock")).is_err());
 
-    let hub = HubProcess::start(&dir, &[]);
+    let hub = HubProcess::builder().dir(&dir).start();
     assert_eq!(hub.info["pid"], hub.pid());
     assert_ne!(hub.token(), killed.token());
-    let mut client = hub.client();
+    let mut client = hub.line_client();
     assert_eq!(client.request("ping", json!(null))["result"], Value::Null);
     let mut stale = LineClient::connect(&hub.socket());
     let response = stale.request("initialize", json!({"authToken": killed.token()}));
@@ -76,12 +72,12 @@ fn a_stale_socket_and_hub_json_of_a_killed_hub_are_replaced() {
 fn sigterm_answers_pending_requests_removes_hub_json_and_exits_zero() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let mut hub = HubProcess::start(&dir, &[]);
-    let mut owner = hub.client();
+    let mut hub = HubProcess::builder().dir(&dir).start();
+    let mut owner = hub.line_client();
     let service = owner.request("client/registerService", json!({"metadata": {}}))["result"]
         ["serviceId"]
         .clone();
-    let mut caller = hub.client();
+    let mut caller = hub.line_client();
     let pending = caller.send_request(
         "clientService/request",
         json!({"serviceId": service, "method": "slow"}),
@@ -106,7 +102,7 @@ fn sigterm_answers_pending_requests_removes_hub_json_and_exits_zero() {
 fn sigint_shuts_down_cleanly_too() {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("hub");
-    let mut hub = HubProcess::start(&dir, &["--no-ws"]);
+    let mut hub = HubProcess::builder().dir(&dir).no_ws().start();
     assert_eq!(hub.info["ws"], Value::Null);
     hub.signal(libc::SIGINT);
     assert_eq!(hub.wait_exit().code(), Some(0));
@@ -119,7 +115,7 @@ fn sighup_reloads_the_config() {
     let dir = root.path().join("hub");
     let config = root.path().join("switchboard.toml");
     write_config(&config, CONFIG);
-    let hub = HubProcess::start(&dir, &["--config", config.to_str().unwrap()]);
+    let hub = HubProcess::builder().dir(&dir).config(&config).start();
 
     let mut git = LineClient::connect(&hub.socket());
     git.initialize("git-secret");
@@ -146,7 +142,7 @@ fn sighup_reloads_the_config() {
     hub.signal(libc::SIGHUP);
     hub.wait_for_log("reload failed");
     assert!(hub.log().contains("principal \"broken\""), "{}", hub.log());
-    let mut probe = hub.client();
+    let mut probe = hub.line_client();
     assert_eq!(probe.request("ping", json!(null))["result"], Value::Null);
     let listed = explorer.request("subscribe", json!({"channel": "ahp-client-services://"}));
     assert_eq!(
@@ -162,13 +158,13 @@ fn switchboard_reload_reports_success_and_a_broken_config_as_an_error() {
     let dir_arg = dir.to_str().unwrap();
     let config = root.path().join("switchboard.toml");
     write_config(&config, CONFIG);
-    let hub = HubProcess::start(&dir, &["--config", config.to_str().unwrap()]);
+    let hub = HubProcess::builder().dir(&dir).config(&config).start();
 
     write_config(&config, &format!("{CONFIG}{GRANT}"));
     let reload = run(&["reload", "--dir", dir_arg]);
-    assert!(reload.status.success(), "stderr: {}", text(&reload.stderr));
+    assert!(reload.status.success(), "stderr: {}", reload.stderr);
     assert_eq!(
-        text(&reload.stdout).trim(),
+        reload.stdout.trim(),
         "reloaded: 2 principals, 1 grants, 0 connections closed"
     );
 
@@ -178,7 +174,7 @@ fn switchboard_reload_reports_success_and_a_broken_config_as_an_error() {
     );
     let reload = run(&["reload", "--dir", dir_arg]);
     assert!(!reload.status.success(), "a broken config reloaded");
-    let stderr = text(&reload.stderr);
+    let stderr = &reload.stderr;
     assert!(
         stderr.contains("reload failed") && stderr.contains("ghost"),
         "stderr: {stderr}"
@@ -192,9 +188,9 @@ fn switchboard_reload_reports_success_and_a_broken_config_as_an_error() {
     let reload = run(&["reload", "--dir", nowhere.to_str().unwrap()]);
     assert!(!reload.status.success());
     assert!(
-        text(&reload.stderr).contains("no hub is running"),
+        reload.stderr.contains("no hub is running"),
         "{}",
-        text(&reload.stderr)
+        reload.stderr
     );
 }
 
@@ -203,11 +199,7 @@ fn without_dir_the_hub_uses_switchboard_dir_and_creates_it_private() {
     use std::os::unix::fs::PermissionsExt;
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("from-env");
-    let hub = HubProcess::start_with(
-        &dir,
-        &["--ws", "127.0.0.1:0"],
-        &[("SWITCHBOARD_DIR", dir.to_str().unwrap())],
-    );
+    let hub = HubProcess::builder().dir(&dir).dir_from_env().start();
     assert_eq!(hub.socket(), dir.join("hub.sock"));
     let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700);
@@ -225,23 +217,18 @@ fn payloads_are_logged_only_when_the_operator_turns_it_on() {
     let dir = root.path().join("hub");
     let config = root.path().join("switchboard.toml");
     write_config(&config, "");
-    let hub = HubProcess::start_with(
-        &dir,
-        &[
-            "--dir",
-            dir.to_str().unwrap(),
-            "--no-ws",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", "debug")],
-    );
-    let mut owner = hub.client();
+    let hub = HubProcess::builder()
+        .dir(&dir)
+        .no_ws()
+        .config(&config)
+        .env("RUST_LOG", "debug")
+        .start();
+    let mut owner = hub.line_client();
     let metadata = json!({"secret": "metadata-marker-1"});
     let service = owner.request("client/registerService", json!({"metadata": metadata}))["result"]
         ["serviceId"]
         .clone();
-    let mut sender = hub.client();
+    let mut sender = hub.line_client();
     let send_marker = |sender: &mut LineClient, marker: &str| {
         sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
             "params": {"serviceId": service, "method": "m", "params": {"secret": marker}}}));

@@ -2,7 +2,7 @@
 //! a hub, `provide-mcp` around `mcp-test-server`, and a hub client sending
 //! `tools/call` with `call_key`s.
 
-use crate::mcp_support::*;
+use crate::support::mcp::*;
 use serde_json::{json, Value};
 use switchboard_client::{Client, Error, RequestOptions};
 
@@ -28,10 +28,10 @@ fn count(path: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_call_key_twice_runs_the_child_once() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _provider = hub.provide("files");
-    let client = hub.client().await;
-    let service = hub.provider_id(&client, "files").await;
+    let client = hub.client("test").await;
+    let service = provider_id(&client, "files").await;
     let counter = hub.path("counter");
     let body = json!({"name": "counter", "arguments": {"path": counter}, "call_key": "once-1"});
     let first = call(&client, &service, &body).await.unwrap();
@@ -42,10 +42,10 @@ async fn the_same_call_key_twice_runs_the_child_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_without_a_key_runs_the_child_every_time() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _provider = hub.provide("files");
-    let client = hub.client().await;
-    let service = hub.provider_id(&client, "files").await;
+    let client = hub.client("test").await;
+    let service = provider_id(&client, "files").await;
     let counter = hub.path("counter");
     let body = json!({"name": "counter", "arguments": {"path": counter}});
     call(&client, &service, &body).await.unwrap();
@@ -55,10 +55,10 @@ async fn a_call_without_a_key_runs_the_child_every_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_concurrent_duplicate_waits_for_the_first_call() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let _provider = hub.provide("files");
-    let client = hub.client().await;
-    let service = hub.provider_id(&client, "files").await;
+    let client = hub.client("test").await;
+    let service = provider_id(&client, "files").await;
     let marker = hub.path("marker");
     let body = json!({"name": "slow", "arguments": {"marker": marker, "seconds": 1.5}, "call_key": "dup-1"});
     let first = tokio::spawn({
@@ -77,10 +77,10 @@ async fn a_concurrent_duplicate_waits_for_the_first_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_killed_mid_call_answers_outcome_unknown_after_restart() {
-    let hub = TestHub::start().await;
+    let hub = HubProcess::start();
     let mut provider = hub.provide("files");
-    let client = hub.client().await;
-    let service = hub.provider_id(&client, "files").await;
+    let client = hub.client("test").await;
+    let service = provider_id(&client, "files").await;
     let marker = hub.path("marker");
     let body = json!({"name": "slow", "arguments": {"marker": marker, "seconds": 60}, "call_key": "crash-1"});
     let pending = tokio::spawn({
@@ -95,9 +95,7 @@ async fn a_provider_killed_mid_call_answers_outcome_unknown_after_restart() {
     }
 
     let _restarted = hub.provide("files");
-    let restarted_service = hub
-        .provider_id_except(&client, "files", Some(&service))
-        .await;
+    let restarted_service = provider_id_except(&client, "files", Some(&service)).await;
     for _ in 0..2 {
         match call(&client, &restarted_service, &body).await {
             Err(Error::Rpc(error)) => {

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use crate::support::*;
 use serde_json::{json, Value};
+use switchboard_test_support::http::{self, HttpResponse};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, Message, WebSocket};
 
 /// A string that appears nowhere else, to grep the log for.
@@ -43,18 +44,11 @@ fn hub_with_config(root: &Path, config: &str, rust_log: &str) -> HubProcess {
     let dir = root.join("hub");
     let config_path = root.join("switchboard.toml");
     write_private(&config_path, config);
-    HubProcess::start_with(
-        &dir,
-        &[
-            "--dir",
-            dir.to_str().unwrap(),
-            "--ws",
-            "127.0.0.1:0",
-            "--config",
-            config_path.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", rust_log)],
-    )
+    HubProcess::builder()
+        .dir(dir)
+        .config(&config_path)
+        .env("RUST_LOG", rust_log)
+        .start()
 }
 
 /// Rewrites the config, sends SIGHUP, and waits for the hub to log the
@@ -146,7 +140,7 @@ fn upgrade_request(host: Option<&str>, extra: &str) -> String {
 #[test]
 fn no_response_carries_cors_headers_whatever_is_asked() {
     let root = tempfile::tempdir().unwrap();
-    let hub = HubProcess::start(&root.path().join("hub"), &[]);
+    let hub = HubProcess::builder().dir(root.path().join("hub")).start();
     let address = hub.ws_address();
     let host = format!("Host: {address}\r\n");
     let cases = [
@@ -165,7 +159,7 @@ fn no_response_carries_cors_headers_whatever_is_asked() {
         ("an upgrade from an opaque origin", upgrade_request(Some(&address), "Origin: null\r\n"), 403),
     ];
     for (what, request, status) in cases {
-        let response = http_exchange(&address, &request);
+        let response = http::exchange(&address, &request);
         assert_eq!(response.status, status, "{what}: {response:?}");
         assert_no_cors(&response, what);
     }
@@ -174,7 +168,7 @@ fn no_response_carries_cors_headers_whatever_is_asked() {
 #[test]
 fn a_host_that_is_not_loopback_is_refused_on_every_path_which_defeats_dns_rebinding() {
     let root = tempfile::tempdir().unwrap();
-    let hub = HubProcess::start(&root.path().join("hub"), &[]);
+    let hub = HubProcess::builder().dir(root.path().join("hub")).start();
     let address = hub.ws_address();
     let port = address.rsplit_once(':').unwrap().1;
     // A page on attacker.example whose name was rebound to 127.0.0.1 is
@@ -195,16 +189,16 @@ fn a_host_that_is_not_loopback_is_refused_on_every_path_which_defeats_dns_rebind
             assert!(!response.body.contains("switchboard_"), "{response:?}");
             assert_no_cors(&response, host);
         }
-        let response = http_exchange(&address, &upgrade_request(Some(host), ""));
+        let response = http::exchange(&address, &upgrade_request(Some(host), ""));
         assert_eq!(response.status, 403, "upgrade with Host {host}");
     }
     let request = "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n";
     assert_eq!(
-        http_exchange(&address, request).status,
+        http::exchange(&address, request).status,
         403,
         "no Host at all"
     );
-    let response = http_exchange(&address, &upgrade_request(None, ""));
+    let response = http::exchange(&address, &upgrade_request(None, ""));
     assert_eq!(response.status, 403, "an upgrade without Host");
 
     // Loopback names, with or without a port, are served.
@@ -219,7 +213,7 @@ fn a_host_that_is_not_loopback_is_refused_on_every_path_which_defeats_dns_rebind
             200,
             "{host}"
         );
-        let response = http_exchange(&address, &upgrade_request(Some(&host), ""));
+        let response = http::exchange(&address, &upgrade_request(Some(&host), ""));
         assert_eq!(response.status, 101, "upgrade with Host {host}");
     }
 }
@@ -236,18 +230,10 @@ fn the_directory_and_hub_json_stay_private_under_umask_000_and_across_reloads() 
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let config = root.path().join("switchboard.toml");
     write_private(&config, "[principals.explorer]\ntoken = \"one\"\n");
-    let hub = HubProcess::start_configured(
-        &dir,
-        &[
-            "--dir",
-            dir.to_str().unwrap(),
-            "--ws",
-            "127.0.0.1:0",
-            "--config",
-            config.to_str().unwrap(),
-        ],
-        &[("RUST_LOG", "info")],
-        |command| {
+    let hub = HubProcess::builder()
+        .dir(&dir)
+        .config(&config)
+        .configure(|command| {
             // SAFETY: umask(2) is async-signal-safe and touches no memory.
             unsafe {
                 command.pre_exec(|| {
@@ -255,8 +241,8 @@ fn the_directory_and_hub_json_stay_private_under_umask_000_and_across_reloads() 
                     Ok(())
                 });
             }
-        },
-    );
+        })
+        .start();
     let check = |when: &str| {
         assert_eq!(mode(&dir), 0o700, "directory {when}");
         assert_eq!(mode(&dir.join("hub.json")), 0o600, "hub.json {when}");
@@ -278,7 +264,7 @@ fn the_directory_and_hub_json_stay_private_under_umask_000_and_across_reloads() 
     check("after a failed reload");
     // The hub still serves, with the same hub.json.
     assert_eq!(read_hub_json(&dir).unwrap(), hub.info);
-    let mut client = hub.client();
+    let mut client = hub.line_client();
     assert_eq!(client.request("ping", json!(null))["result"], Value::Null);
 }
 
@@ -305,7 +291,7 @@ fn tokens_never_reach_the_log_or_metrics_at_trace_level_through_auth_failures_an
         )
     };
     let hub = hub_with_config(root.path(), &config(false), "trace");
-    let dir = hub.dir.clone();
+    let dir = hub.dir().to_owned();
 
     // Named principals on both transports, a bearer token on the upgrade,
     // routed traffic between them.
@@ -334,7 +320,7 @@ fn tokens_never_reach_the_log_or_metrics_at_trace_level_through_auth_failures_an
     let mut git_ws = ws_connect(&hub, &[("Authorization", &bearer)]).unwrap();
     let init = ws_request(&mut git_ws, 1, "initialize", json!({}));
     assert_eq!(init["result"]["principal"]["module_id"], "git", "{init}");
-    let mut direct = hub.client();
+    let mut direct = hub.line_client();
     direct.send_request(
         "clientService/request",
         json!({"serviceId": service, "method": "m", "timeoutMs": 50}),
@@ -362,7 +348,7 @@ fn tokens_never_reach_the_log_or_metrics_at_trace_level_through_auth_failures_an
     reload(&hub, root.path(), &broken, "reload failed");
     let failed = run(&["reload", "--dir", dir.to_str().unwrap()]);
     assert!(!failed.status.success());
-    let failed_text = String::from_utf8_lossy(&failed.stderr).into_owned();
+    let failed_text = failed.stderr;
     let typo = format!("[principals]\nexplorer = \"{in_wrong_type}\"\n");
     reload(&hub, root.path(), &typo, "reload failed");
     reload(&hub, root.path(), &config(true), "config reloaded");
@@ -441,7 +427,7 @@ fn payloads_stay_out_of_the_log_at_trace_level_until_log_payloads_is_on() {
         marker("ws-request"),
     );
 
-    let mut owner = hub.client();
+    let mut owner = hub.line_client();
     let service = owner.request(
         "client/registerService",
         json!({"metadata": {"m": registered}}),
@@ -451,7 +437,7 @@ fn payloads_stay_out_of_the_log_at_trace_level_until_log_payloads_is_on() {
         "client/updateService",
         json!({"serviceId": service, "metadata": {"m": updated}}),
     );
-    let mut caller = hub.client();
+    let mut caller = hub.line_client();
     caller.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
         "params": {"serviceId": service, "method": "n", "params": {"m": notified}}}));
     let first = caller.send_request(

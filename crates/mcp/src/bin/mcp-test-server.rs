@@ -18,6 +18,7 @@
 //! at start (a backend that stays down until the test lets it up).
 
 use std::collections::BTreeSet;
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -240,6 +241,7 @@ async fn main() {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let server = match TestServer::default()
         .serve(rmcp::transport::io::stdio())

@@ -180,9 +180,9 @@ async fn start_child(
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|source| Error::Spawn {
+        .map_err(|error| Error::Spawn {
             command: command_text.clone(),
-            source,
+            error,
         })?;
     let handler = ChildClient {
         backend: backend.clone(),

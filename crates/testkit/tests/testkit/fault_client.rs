@@ -2,26 +2,12 @@
 //! These tests also make `cargo test --workspace` build the binary that
 //! `crates/cli/tests/faults.rs` runs.
 
-use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_test_support::{TestHub, WAIT};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn start_hub(dir: &Path) -> Hub {
-    Hub::start(HubOptions {
-        dir: dir.to_owned(),
-        ws: Some("127.0.0.1:0".parse().unwrap()),
-        config: None,
-    })
-    .await
-    .expect("the hub starts")
-}
 
 /// The JSON lines a child prints until it exits (bounded by [`WAIT`]).
 async fn lines_until_exit(mut command: Command) -> (Vec<Value>, std::process::ExitStatus) {
@@ -46,13 +32,12 @@ async fn lines_until_exit(mut command: Command) -> (Vec<Value>, std::process::Ex
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fault_caller_prints_one_answer_per_request_and_the_owner_sees_each_cancel() {
-    let temp = tempfile::tempdir().unwrap();
-    let dir = temp.path().join("hub");
-    let hub = start_hub(&dir).await;
+    let hub = TestHub::start().await;
+    let dir = hub.dir();
 
     let mut owner = Command::new(env!("CARGO_BIN_EXE_hub-fault-client"))
         .arg("--dir")
-        .arg(&dir)
+        .arg(dir)
         .args(["owner", "--hold-secs", "30"])
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -74,7 +59,7 @@ async fn a_fault_caller_prints_one_answer_per_request_and_the_owner_sees_each_ca
     // The hub times each request out after 200 ms: one -32051 per request,
     // and the owner is told to stop working on each.
     let mut caller = Command::new(env!("CARGO_BIN_EXE_hub-fault-client"));
-    caller.arg("--dir").arg(&dir).args([
+    caller.arg("--dir").arg(dir).args([
         "caller",
         "--service",
         &service,
@@ -114,6 +99,6 @@ async fn a_fault_caller_prints_one_answer_per_request_and_the_owner_sees_each_ca
     cancelled.sort();
     assert_eq!(requested, [0, 1, 2, 3, 4]);
     assert_eq!(cancelled, [0, 1, 2, 3, 4]);
-    hub.shutdown().await;
+    hub.stop().await;
     let _ = tokio::time::timeout(WAIT, owner.wait()).await;
 }

@@ -5,31 +5,25 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_test_support::TestHub;
 use tokio::process::Command;
 
-const WAIT: Duration = Duration::from_secs(60);
+/// The soak runs 4 s of traffic between idle phases and a connections
+/// phase: longer than one event, so it has its own bound.
+const SOAK_WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_soak_passes_and_writes_one_sample_a_second() {
-    let temp = tempfile::tempdir().unwrap();
-    let dir = temp.path().join("hub");
-    let hub = Hub::start(HubOptions {
-        dir: dir.clone(),
-        ws: Some("127.0.0.1:0".parse().unwrap()),
-        config: None,
-    })
-    .await
-    .expect("the hub starts");
-    let csv = temp.path().join("soak.csv");
+    let hub = TestHub::start().await;
+    let csv = hub.path("soak.csv");
     let mut soak = Command::new(env!("CARGO_BIN_EXE_switchboard-soak"));
     soak.arg("--dir")
-        .arg(&dir)
+        .arg(hub.dir())
         .args(["--duration", "4", "--clients", "12", "--rate", "300"])
         .arg("--csv")
         .arg(&csv)
         .stdout(Stdio::piped());
-    let output = tokio::time::timeout(WAIT, soak.output())
+    let output = tokio::time::timeout(SOAK_WAIT, soak.output())
         .await
         .expect("the soak ends in time")
         .unwrap();
@@ -55,5 +49,5 @@ async fn a_short_soak_passes_and_writes_one_sample_a_second() {
         .starts_with("t_s,phase,rss_kib,fds,in_flight"));
     let traffic = rows.filter(|row| row.contains(",traffic,")).count();
     assert!(traffic >= 3, "{samples}");
-    hub.shutdown().await;
+    hub.stop().await;
 }

@@ -23,7 +23,7 @@ use tokio::time::timeout;
 
 fn consumer(hub: &TestHub) -> HubTools {
     HubTools::start(ConsumerOptions {
-        endpoint: Endpoint::Dir(Some(hub.hub_dir())),
+        endpoint: Endpoint::Dir(Some(hub.dir().to_path_buf())),
         client_name: "consumer".into(),
     })
 }
@@ -123,7 +123,7 @@ fn echo() -> (ToolSpec, Arc<dyn switchboard_tools::ToolHandler>) {
 async fn register_echo(hub: &TestHub, client: &Client, namespace: &str) -> Provider {
     let (spec, handler) = echo();
     Provider::builder(namespace)
-        .ledger_path(hub.ledger_path(namespace))
+        .ledger_path(ledger_path(&hub, namespace))
         .tool(spec, handler)
         .register(client)
         .await
@@ -250,7 +250,7 @@ async fn the_first_provider_of_a_namespace_keeps_it_until_it_leaves() {
     let second_client = hub.client("second").await;
     let counter = ToolSpec::new("counter", json!({"type": "object"}));
     let second = Provider::builder("dup")
-        .ledger_path(hub.ledger_path("dup-second"))
+        .ledger_path(ledger_path(&hub, "dup-second"))
         .tool(
             counter,
             tool_fn(|_| async { Ok(ToolResult::text("counted")) }),
@@ -398,7 +398,7 @@ async fn starts_without_a_hub_and_follows_it_across_a_restart() {
     .await;
     assert!(tools.is_connected());
 
-    hub.stop().await;
+    hub.shut_down().await;
     wait_for(&tools, "the tools to go with the hub", ToolTable::is_empty).await;
 
     hub.serve().await;

@@ -60,7 +60,7 @@ async fn schema_pin_matches_a_golden_vector() {
         "ee24d3aad2ff097e37e4c9dc8749f4fccf1a8633d9d883e56b2bf923dcf3707b"
     );
     let provider = switchboard_tools::Provider::builder("golden")
-        .ledger_path(hub.ledger_path("golden"))
+        .ledger_path(ledger_path(&hub, "golden"))
         .tool(
             ToolSpec::new("say", schema).semantics(7),
             tool_fn(|_| async { Ok(ToolResult::text("ok")) }),

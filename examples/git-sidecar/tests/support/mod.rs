@@ -1,113 +1,20 @@
 //! Shared setup for the sidecar tests: a real Git repository made with the
-//! git CLI, `switchboard serve` and `git-sidecar` as child processes, and an
-//! SDK client in the test. Every wait is bounded by [`WAIT`].
+//! git CLI and `git-sidecar` as a child process, on a `switchboard serve`
+//! process (`switchboard_test_support::HubProcess`) with an SDK client in
+//! the test. Every wait is bounded by [`WAIT`].
 
 #![allow(dead_code)] // each test uses a different part of this module
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::Duration;
 
 use serde_json::Value;
-use switchboard_client::{CatalogEvent, Client, ConnectOptions, Endpoint, Selector};
+use switchboard_client::{CatalogEvent, Client, Selector};
+pub use switchboard_test_support::{switchboard_binary, HubProcess, WAIT};
 use tokio::process::{Child, Command};
-
-pub const WAIT: Duration = Duration::from_secs(10);
-
-/// The `switchboard` binary: `$SWITCHBOARD_BIN`, else the one built next to
-/// this test (`cargo test --workspace` builds it; alone, run
-/// `cargo build -p switchboard-cli` first).
-pub fn switchboard_binary() -> PathBuf {
-    if let Some(path) = std::env::var_os("SWITCHBOARD_BIN") {
-        return PathBuf::from(path);
-    }
-    let test_exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> → target/<profile>/switchboard
-    let profile_dir = test_exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test runs from target/<profile>/deps");
-    let binary = profile_dir.join("switchboard");
-    assert!(
-        binary.exists(),
-        "{} is not built: run `cargo build -p switchboard-cli` (or `cargo test --workspace`), or set SWITCHBOARD_BIN",
-        binary.display()
-    );
-    binary
-}
 
 pub fn sidecar_binary() -> &'static str {
     env!("CARGO_BIN_EXE_git-sidecar")
-}
-
-/// A `switchboard serve` child process on a fresh directory.
-pub struct Hub {
-    child: Child,
-    pub dir: PathBuf,
-    _temp: tempfile::TempDir,
-}
-
-impl Hub {
-    pub async fn start() -> Hub {
-        let temp = tempfile::tempdir().expect("temp dir");
-        let dir = temp.path().join("hub");
-        let child = spawn_hub(&dir);
-        wait_for_hub_json(&dir, child.id().expect("pid")).await;
-        Hub {
-            child,
-            dir,
-            _temp: temp,
-        }
-    }
-
-    /// Kills the hub (SIGKILL) and starts a new one on the same directory.
-    pub async fn restart(&mut self) {
-        self.child.kill().await.expect("kill the hub");
-        self.child = spawn_hub(&self.dir);
-        wait_for_hub_json(&self.dir, self.child.id().expect("pid")).await;
-    }
-
-    pub fn dir_arg(&self) -> &str {
-        self.dir.to_str().expect("utf-8 temp path")
-    }
-
-    pub async fn client(&self, name: &str) -> Client {
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Dir(Some(self.dir.clone())),
-            client_name: name.into(),
-        })
-        .await
-        .expect("connect to the hub")
-    }
-}
-
-fn spawn_hub(dir: &Path) -> Child {
-    Command::new(switchboard_binary())
-        .args(["serve", "--ws", "127.0.0.1:0", "--dir"])
-        .arg(dir)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn switchboard serve")
-}
-
-async fn wait_for_hub_json(dir: &Path, pid: u32) {
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let info = std::fs::read_to_string(dir.join("hub.json"))
-                .ok()
-                .and_then(|text| serde_json::from_str::<Value>(&text).ok());
-            if info.is_some_and(|info| info["pid"] == pid) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("hub.json names the new hub within WAIT");
 }
 
 /// A `git-sidecar` child process and the id of the service it registered.
@@ -120,11 +27,12 @@ pub struct Sidecar {
 impl Sidecar {
     /// Starts `git-sidecar --dir HUB --label LABEL EXTRA…` and waits until
     /// its service is in the catalog of `client`.
-    pub async fn start(hub: &Hub, client: &Client, label: &str, extra: &[&str]) -> Sidecar {
-        let log = hub.dir.with_extension(format!("{label}.log"));
+    pub async fn start(hub: &HubProcess, client: &Client, label: &str, extra: &[&str]) -> Sidecar {
+        let log = hub.path(&format!("{label}.log"));
         let child = Command::new(sidecar_binary())
             .args(["--dir", hub.dir_arg(), "--label", label])
             .args(extra)
+            .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("log file"))

@@ -2,9 +2,8 @@
 //! official ACP client, against a live hub with a real tool provider and a
 //! scripted OpenAI-compatible model server on loopback.
 //!
-//! These tests live in the cli crate because they run the `switchboard`
-//! binary (`CARGO_BIN_EXE_switchboard` is only set for this package's
-//! tests). One module per concern, one support module of its own.
+//! One module per concern, one support module of its own (the hub itself
+//! comes from `switchboard_test_support`).
 
 mod support;
 

@@ -1,5 +1,6 @@
 //! Shared setup for the hub's integration tests: a real hub on a fresh
-//! directory ([`TestHub`]) and a raw line-based JSON-RPC client over its real
+//! directory ([`TestHub`], started by `switchboard_test_support`) with a
+//! config it can reload, and a raw line-based JSON-RPC client over its real
 //! sockets ([`RawClient`]), which records every byte so tests can assert what
 //! arrives and what does not.
 //!
@@ -19,8 +20,10 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchboard_hub::config::ConfigError;
-use switchboard_hub::{Bookkeeping, Hub, HubOptions};
+use switchboard_hub::{Bookkeeping, Hub};
 use switchboard_protocol::hub::ReloadResult;
+use switchboard_test_support::http;
+pub use switchboard_test_support::{metric_value, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{TcpStream, UnixStream};
@@ -29,8 +32,6 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message as WsMessage};
 
-/// The longest any single expected event may take.
-pub const WAIT: Duration = Duration::from_secs(5);
 /// How long "nothing arrives" is watched.
 pub const SILENCE: Duration = Duration::from_millis(300);
 
@@ -59,17 +60,15 @@ pub mod code {
 /// An in-process hub on a fresh temporary directory, with a config file it
 /// can reload. Dropping it stops the hub and removes the directory.
 pub struct TestHub {
-    hub: Hub,
+    hub: switchboard_test_support::TestHub,
     /// Principals declared in the config file (each token is [`token_of`]).
     principals: Vec<String>,
-    config_path: PathBuf,
     pub dir: PathBuf,
     pub socket: PathBuf,
     /// `ws://127.0.0.1:PORT/`
     pub ws: String,
     /// The `direct` principal's token (from `hub.json`).
     pub token: String,
-    _tempdir: tempfile::TempDir,
 }
 
 /// The token the test config gives a named principal.
@@ -104,33 +103,24 @@ impl TestHub {
     /// A hub whose config declares `principals` (tokens from [`token_of`])
     /// followed by `config` (grants, limits, `[hub]`).
     pub async fn with_principals(principals: &[&str], config: &str) -> TestHub {
-        let tempdir = tempfile::tempdir().expect("temporary directory");
-        let dir = tempdir.path().join("hub");
-        let config_path = tempdir.path().join("switchboard.toml");
         let principals: Vec<String> = principals.iter().map(|p| p.to_string()).collect();
-        std::fs::write(&config_path, config_text(&principals, config)).expect("write config");
-        let hub = Hub::start(HubOptions {
-            dir: dir.clone(),
-            ws: Some("127.0.0.1:0".parse().unwrap()),
-            config: Some(config_path.clone()),
-        })
-        .await
-        .expect("the hub starts");
+        let hub = switchboard_test_support::TestHub::builder()
+            .config(&config_text(&principals, config))
+            .start()
+            .await;
         let info = hub.info().clone();
         TestHub {
             principals,
-            config_path,
-            dir,
+            dir: hub.dir().to_owned(),
             socket: info.socket,
             ws: info.ws.expect("a WebSocket listener"),
             token: info.token,
             hub,
-            _tempdir: tempdir,
         }
     }
 
     pub fn hub(&self) -> &Hub {
-        &self.hub
+        self.hub.hub()
     }
 
     /// A Unix-socket connection that has not sent `initialize`.
@@ -191,44 +181,25 @@ impl TestHub {
     }
 
     /// `GET path` on the WebSocket port; returns the status and the body.
+    /// The exchange blocks, so it runs on a blocking thread while this
+    /// runtime keeps serving the hub.
     pub async fn http_get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let address = self
-            .ws
-            .trim_start_matches("ws://")
-            .trim_end_matches('/')
-            .to_owned();
-        let mut head = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n");
-        if !headers
+        let address = http::address_of(&self.ws);
+        let path = path.to_owned();
+        let headers: Vec<(String, String)> = headers
             .iter()
-            .any(|(name, _)| name.eq_ignore_ascii_case("host"))
-        {
-            head.push_str(&format!("Host: {address}\r\n"));
-        }
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str("\r\n");
-        let exchange = async {
-            let mut stream = TcpStream::connect(&address).await?;
-            stream.write_all(head.as_bytes()).await?;
-            let mut response = Vec::new();
-            stream.read_to_end(&mut response).await?;
-            Ok::<_, std::io::Error>(response)
-        };
-        let response = within(WAIT, "http", path, exchange)
-            .await
-            .expect("HTTP exchange");
-        let text = String::from_utf8(response).expect("HTTP response is UTF-8");
-        let status = text
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| panic!("not an HTTP response: {text:?}"));
-        let body = text
-            .split_once("\r\n\r\n")
-            .map_or("", |(_, b)| b)
-            .to_owned();
-        (status, body)
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect();
+        let response = tokio::task::spawn_blocking(move || {
+            let headers: Vec<(&str, &str)> = headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str()))
+                .collect();
+            http::get(&address, &path, &headers)
+        })
+        .await
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
+        (response.status, response.body)
     }
 
     /// Rewrites the config file (same principals) and reloads it.
@@ -245,16 +216,16 @@ impl TestHub {
     ) -> Result<ReloadResult, ConfigError> {
         let principals: Vec<String> = principals.iter().map(|p| p.to_string()).collect();
         self.write_config(&config_text(&principals, config));
-        self.hub.reload()
+        self.hub().reload()
     }
 
     /// Replaces the config file's text without reloading.
     pub fn write_config(&self, text: &str) {
-        std::fs::write(&self.config_path, text).expect("write config");
+        std::fs::write(self.hub.config_path(), text).expect("write config");
     }
 
     pub fn bookkeeping(&self) -> Bookkeeping {
-        self.hub.state().bookkeeping()
+        self.hub().state().bookkeeping()
     }
 
     /// Waits until no request is in flight anywhere in the hub: every
@@ -275,26 +246,20 @@ impl TestHub {
 
     /// Prometheus text, as `GET /metrics` serves it.
     pub fn metrics(&self) -> String {
-        self.hub.state().metrics_text()
+        self.hub.metrics()
     }
 
     /// The value of one sample, e.g.
     /// `switchboard_notifications_dropped_total{reason="shed"}`.
     pub fn metric(&self, sample: &str) -> u64 {
-        metric_value(&self.metrics(), sample)
+        self.hub.metric(sample)
     }
 
     /// Polls until `condition` holds on the hub (for effects that happen
     /// after the last message a test can observe, such as a closed
     /// connection leaving the connection table).
     pub async fn eventually(&self, what: &str, condition: impl Fn(&TestHub) -> bool) {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        while !condition(self) {
-            if tokio::time::Instant::now() > deadline {
-                panic!("not true after {WAIT:?}: {what}");
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        switchboard_test_support::eventually(what, || condition(self)).await
     }
 }
 
@@ -310,15 +275,6 @@ pub async fn assert_hub_routes(hub: &TestHub) {
     let handle = owner.handle_request().await;
     owner.respond(&handle["id"], json!(2)).await;
     assert_eq!(expect_result(&caller.response(&id).await), json!(2));
-}
-
-/// The value of `sample` in Prometheus text.
-pub fn metric_value(text: &str, sample: &str) -> u64 {
-    text.lines()
-        .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))
-        .unwrap_or_else(|| panic!("no sample {sample} in metrics:\n{text}"))
-        .parse()
-        .unwrap_or_else(|_| panic!("sample {sample} is not an integer"))
 }
 
 async fn within<T>(limit: Duration, label: &str, what: &str, future: impl Future<Output = T>) -> T {

@@ -1,5 +1,5 @@
-//! Shared setup: a real hub (in process, real Unix socket), clients, and a
-//! provider with a few tools whose runs are counted.
+//! Shared setup: a provider with a few tools whose runs are counted, on a
+//! real hub (`switchboard_test_support::TestHub`).
 
 #![allow(dead_code)]
 
@@ -9,77 +9,14 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
-use switchboard_client::{Client, ConnectOptions, Endpoint, Error, RequestOptions};
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_client::{Client, Error, RequestOptions};
+pub use switchboard_test_support::{TestHub, WAIT};
 use switchboard_tools::{tool_fn, Provider, ToolError, ToolResult, ToolSpec};
 use tokio::sync::Notify;
 
-/// Every wait in these tests is bounded by this.
-pub const WAIT: Duration = Duration::from_secs(10);
-
-pub struct TestHub {
-    hub: Option<Hub>,
-    pub dir: tempfile::TempDir,
-}
-
-impl TestHub {
-    pub async fn start() -> Self {
-        let mut hub = TestHub::not_started();
-        hub.serve().await;
-        hub
-    }
-
-    /// A directory with no hub running in it yet.
-    pub fn not_started() -> Self {
-        TestHub {
-            hub: None,
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Starts a hub in the directory (again, after [`TestHub::stop`]).
-    pub async fn serve(&mut self) {
-        assert!(self.hub.is_none(), "a hub runs already");
-        let hub = Hub::start(HubOptions {
-            dir: self.hub_dir(),
-            ws: None,
-            config: None,
-        })
-        .await
-        .unwrap();
-        self.hub = Some(hub);
-    }
-
-    /// Shuts the hub down cleanly: every client sees its connection end.
-    pub async fn stop(&mut self) {
-        if let Some(hub) = self.hub.take() {
-            hub.shutdown().await;
-        }
-    }
-
-    pub fn hub_dir(&self) -> std::path::PathBuf {
-        self.dir.path().join("hub")
-    }
-
-    pub async fn client(&self, name: &str) -> Client {
-        let info = self.hub.as_ref().unwrap().info();
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Unix {
-                path: info.socket.clone(),
-                token: Some(info.token.clone()),
-            },
-            client_name: name.into(),
-        })
-        .await
-        .unwrap()
-    }
-
-    pub fn ledger_path(&self, name: &str) -> std::path::PathBuf {
-        self.dir
-            .path()
-            .join("ledgers")
-            .join(format!("{name}.sqlite"))
-    }
+/// Where the provider named `name` keeps its call ledger.
+pub fn ledger_path(hub: &TestHub, name: &str) -> std::path::PathBuf {
+    hub.path("ledgers").join(format!("{name}.sqlite"))
 }
 
 /// How often each tool of [`demo_provider`] actually ran.
@@ -189,7 +126,7 @@ pub async fn demo_provider() -> Demo {
     let provider_client = hub.client("provider").await;
     let runs = Arc::new(Runs::default());
     let provider = Provider::builder("demo")
-        .ledger_path(hub.ledger_path("demo"))
+        .ledger_path(ledger_path(&hub, "demo"))
         .tools(demo_tools(&runs))
         .cancel_grace(Duration::from_millis(200))
         .register(&provider_client)

@@ -22,6 +22,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcRequest, Lines};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
+use switchboard_test_support::switchboard_binary;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -95,7 +96,7 @@ impl Editor {
     /// Starts `switchboard acp` and initializes the connection.
     pub async fn spawn(hub_dir: &Path, model_url: &str, extra: &[&str], log: PathBuf) -> Editor {
         let stderr = std::fs::File::create(&log).expect("create the agent log");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        let mut child = tokio::process::Command::new(switchboard_binary())
             .arg("acp")
             .arg("--dir")
             .arg(hub_dir)
@@ -103,7 +104,6 @@ impl Editor {
             .args(extra)
             .env("SWITCHBOARD_MODEL_API_KEY", "test-key")
             .env("RUST_LOG", "info,switchboard_acp=debug")
-            .env("NO_COLOR", "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)

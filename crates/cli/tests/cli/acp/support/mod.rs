@@ -1,7 +1,8 @@
-//! Shared setup for the ACP front tests: an in-process hub with a real tool
-//! provider, a scripted model server on loopback, and `switchboard acp`
-//! child processes driven by the official ACP client. Every wait is bounded
-//! by [`WAIT`]; nothing synchronises by sleeping.
+//! Shared setup for the ACP front tests: a real tool provider on an
+//! in-process hub (`switchboard_test_support::TestHub`), a scripted model
+//! server on loopback, and `switchboard acp` child processes driven by the
+//! official ACP client. Every wait is bounded by [`WAIT`]; nothing
+//! synchronises by sleeping.
 
 #![allow(dead_code)] // each test module uses a different part of this one
 
@@ -11,101 +12,58 @@ pub mod provider;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
-use switchboard_client::{Client, ConnectOptions, Endpoint};
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_client::Client;
+use switchboard_test_support::TestHub;
+pub use switchboard_test_support::WAIT;
 
 pub use editor::{settle, text_of, thoughts_of, tool_calls, Editor};
 pub use model_server::{call, hold, say, text, use_tool, Act, ModelServer};
 pub use provider::Provider;
 
-pub const WAIT: Duration = Duration::from_secs(20);
-
 pub struct Harness {
     pub model: ModelServer,
     pub provider: Provider,
-    hub: Option<Hub>,
-    hub_dir: PathBuf,
+    hub: TestHub,
     /// The sessions' working directory.
     pub workdir: PathBuf,
-    dir: tempfile::TempDir,
 }
 
 impl Harness {
     pub async fn start() -> Harness {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let hub_dir = dir.path().join("hub");
-        let hub = Hub::start(HubOptions {
-            dir: hub_dir.clone(),
-            ws: None,
-            config: None,
-        })
-        .await
-        .expect("start the hub");
-        let info = hub.info();
-        let client = Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Unix {
-                path: info.socket.clone(),
-                token: Some(info.token.clone()),
-            },
-            client_name: "test-provider".into(),
-        })
-        .await
-        .expect("connect the provider");
-        let provider = Provider::register(client).await;
-        let workdir = dir.path().join("work");
+        let hub = TestHub::start().await;
+        let provider = Provider::register(hub.client("test-provider").await).await;
+        let workdir = hub.path("work");
         std::fs::create_dir_all(&workdir).expect("workdir");
         Harness {
             model: ModelServer::start().await,
             provider,
-            hub: Some(hub),
-            hub_dir,
+            hub,
             workdir,
-            dir,
         }
     }
 
     /// Another client of the hub.
     pub async fn hub_client(&self, name: &str) -> Client {
-        let info = self.hub.as_ref().expect("hub running").info();
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Unix {
-                path: info.socket.clone(),
-                token: Some(info.token.clone()),
-            },
-            client_name: name.into(),
-        })
-        .await
-        .expect("connect to the hub")
+        self.hub.client(name).await
     }
 
     pub fn hub_dir(&self) -> &Path {
-        &self.hub_dir
+        self.hub.dir()
     }
 
     /// Shuts the hub down cleanly (the test provider goes with it).
     pub async fn stop_hub(&mut self) {
-        if let Some(hub) = self.hub.take() {
-            hub.shutdown().await;
-        }
+        self.hub.shut_down().await;
     }
 
     /// Starts a new hub in the same directory.
     pub async fn start_hub(&mut self) {
-        assert!(self.hub.is_none(), "the hub runs already");
-        let hub = Hub::start(HubOptions {
-            dir: self.hub_dir.clone(),
-            ws: None,
-            config: None,
-        })
-        .await
-        .expect("start the hub again");
-        self.hub = Some(hub);
+        self.hub.serve().await;
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.hub.path(name)
     }
 
     /// A `switchboard acp` on this hub and model server, initialized.
@@ -116,15 +74,8 @@ impl Harness {
     pub async fn editor_with(&self, extra: &[&str]) -> Editor {
         static SPAWNED: AtomicUsize = AtomicUsize::new(0);
         let n = SPAWNED.fetch_add(1, Ordering::Relaxed);
-        let log = self.dir.path().join(format!("acp-{n}.log"));
-        Editor::spawn(&self.hub_dir, &self.model.url(), extra, log).await
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        // The hub's tasks end with the test's runtime; nothing to await here.
-        self.hub.take();
+        let log = self.path(&format!("acp-{n}.log"));
+        Editor::spawn(self.hub.dir(), &self.model.url(), extra, log).await
     }
 }
 

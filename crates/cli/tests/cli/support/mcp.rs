@@ -1,12 +1,12 @@
-//! Shared setup for the MCP tests: real processes (`switchboard serve`,
-//! `switchboard provide-mcp` around `mcp-test-server`, `switchboard mcp`)
-//! and the official MCP client (`rmcp`).
+//! Shared setup for the MCP tests: real processes (`switchboard
+//! provide-mcp` around `mcp-test-server`, `switchboard mcp`) on a
+//! `switchboard serve` process, and the official MCP client (`rmcp`).
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
@@ -17,44 +17,19 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
-use std::sync::Mutex;
-use switchboard_client::{Client, ConnectOptions, Endpoint, Selector};
+use switchboard_client::{Client, Selector};
+pub use switchboard_test_support::{eventually, HubProcess, WAIT};
+use switchboard_test_support::{switchboard_binary, workspace_binary};
 use tokio::sync::Notify;
-
-/// Every wait in these tests is bounded by this.
-pub const WAIT: Duration = Duration::from_secs(20);
 
 /// Child processes log at `warn` unless the test run sets `RUST_LOG`.
 fn log_filter() -> String {
     std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
 }
 
-pub fn switchboard_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
-}
-
-/// `mcp-test-server` is a binary of `switchboard-mcp`, built next to
-/// `switchboard` by `cargo test --workspace`.
+/// `mcp-test-server`, a binary of `switchboard-mcp`.
 pub fn test_server_bin() -> PathBuf {
-    let path = switchboard_bin().with_file_name("mcp-test-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (or `cargo build -p switchboard-mcp --bins` first)",
-        path.display()
-    );
-    path
-}
-
-/// Polls `check` every 20 ms until it holds, for at most [`WAIT`].
-pub async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    workspace_binary("mcp-test-server", "switchboard-mcp")
 }
 
 /// A child process killed when dropped.
@@ -102,55 +77,26 @@ impl Drop for Process {
     }
 }
 
-/// A hub process on a temporary directory.
-pub struct TestHub {
-    pub dir: tempfile::TempDir,
-    process: Process,
+/// The MCP processes of a test, around a hub process.
+pub trait McpHub {
+    /// `switchboard provide-mcp --namespace NS -- mcp-test-server`.
+    fn provide(&self, namespace: &str) -> Process;
+    /// While this file exists, the namespace's test server refuses to start.
+    fn refuse_file(&self, namespace: &str) -> PathBuf;
+    /// [`McpHub::provide`], returned once the provider is in the catalog.
+    async fn provide_listed(&self, namespace: &str) -> Process;
+    /// `switchboard mcp` with the official MCP client on its stdio.
+    async fn gateway(&self) -> Gateway;
+    /// [`McpHub::gateway`] logging as it does by default (no `RUST_LOG`),
+    /// with its stderr captured.
+    async fn gateway_with_default_logs(&self) -> (Gateway, Stderr);
 }
 
-impl TestHub {
-    pub async fn start() -> Self {
-        let mut hub = TestHub::not_started();
-        hub.serve().await;
-        hub
-    }
-
-    /// A hub directory with no hub running yet.
-    pub fn not_started() -> Self {
-        TestHub {
-            dir: tempfile::tempdir().unwrap(),
-            process: Process(None),
-        }
-    }
-
-    /// `switchboard serve` in the directory; returns once it is reachable.
-    pub async fn serve(&mut self) {
-        let hub_dir = self.hub_dir();
-        let child = Command::new(switchboard_bin())
-            .args(["serve", "--no-ws", "--dir"])
-            .arg(&hub_dir)
-            .env("RUST_LOG", log_filter())
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.process = Process(Some(child));
-        let info = hub_dir.join("hub.json");
-        eventually("hub.json", || info.exists()).await;
-    }
-
-    pub fn hub_dir(&self) -> PathBuf {
-        self.dir.path().join("hub")
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    /// `switchboard provide-mcp --namespace NS -- mcp-test-server`.
-    pub fn provide(&self, namespace: &str) -> Process {
-        let child = Command::new(switchboard_bin())
+impl McpHub for HubProcess {
+    fn provide(&self, namespace: &str) -> Process {
+        let child = Command::new(switchboard_binary())
             .args(["provide-mcp", "--namespace", namespace, "--dir"])
-            .arg(self.hub_dir())
+            .arg(self.dir())
             .arg("--")
             .arg(test_server_bin())
             .env("MCP_TEST_SERVER_REFUSE_START", self.refuse_file(namespace))
@@ -161,77 +107,28 @@ impl TestHub {
         Process(Some(child))
     }
 
-    /// [`TestHub::provide`], returned once the provider is in the catalog.
-    pub async fn provide_listed(&self, namespace: &str) -> Process {
+    fn refuse_file(&self, namespace: &str) -> PathBuf {
+        self.path(&format!("refuse-{namespace}"))
+    }
+
+    async fn provide_listed(&self, namespace: &str) -> Process {
         let process = self.provide(namespace);
-        let client = self.client().await;
-        self.provider_id(&client, namespace).await;
+        let client = self.client("test").await;
+        provider_id(&client, namespace).await;
         client.close();
         process
     }
 
-    /// While this file exists, the namespace's test server refuses to start.
-    pub fn refuse_file(&self, namespace: &str) -> PathBuf {
-        self.path(&format!("refuse-{namespace}"))
+    async fn gateway(&self) -> Gateway {
+        gateway_on(self.dir()).await
     }
 
-    pub async fn client(&self) -> Client {
-        Client::connect_with(ConnectOptions {
-            endpoint: Endpoint::Dir(Some(self.hub_dir())),
-            client_name: "test".into(),
-        })
-        .await
-        .unwrap()
-    }
-
-    /// Waits until a provider of `namespace` is in the catalog; its service id.
-    pub async fn provider_id(&self, client: &Client, namespace: &str) -> String {
-        self.provider_id_except(client, namespace, None).await
-    }
-
-    /// Like [`TestHub::provider_id`], ignoring the service `except`.
-    pub async fn provider_id_except(
-        &self,
-        client: &Client,
-        namespace: &str,
-        except: Option<&str>,
-    ) -> String {
-        let catalog = client.catalog().await.unwrap();
-        let selector =
-            Selector::parse(&format!("protocol=tool-provider,namespace={namespace}")).unwrap();
-        let mut found = None;
-        eventually(&format!("provider {namespace}"), || {
-            found = catalog
-                .select(&selector)
-                .into_iter()
-                .map(|s| s.service_id)
-                .find(|id| Some(id.as_str()) != except);
-            found.is_some()
-        })
-        .await;
-        found.unwrap()
-    }
-
-    /// `switchboard mcp` with the official MCP client on its stdio.
-    pub async fn gateway(&self) -> Gateway {
-        let mut command = tokio::process::Command::new(switchboard_bin());
+    async fn gateway_with_default_logs(&self) -> (Gateway, Stderr) {
+        let mut command = tokio::process::Command::new(switchboard_binary());
         command
             .arg("mcp")
             .arg("--dir")
-            .arg(self.hub_dir())
-            .env("RUST_LOG", log_filter());
-        let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
-        Gateway::serve(transport).await
-    }
-
-    /// [`TestHub::gateway`] logging as it does by default (no `RUST_LOG`),
-    /// with its stderr captured.
-    pub async fn gateway_with_default_logs(&self) -> (Gateway, Stderr) {
-        let mut command = tokio::process::Command::new(switchboard_bin());
-        command
-            .arg("mcp")
-            .arg("--dir")
-            .arg(self.hub_dir())
+            .arg(self.dir())
             .env_remove("RUST_LOG");
         let (transport, stderr) = TokioChildProcess::builder(command)
             .stderr(Stdio::piped())
@@ -240,6 +137,19 @@ impl TestHub {
         let stderr = Stderr::collect(stderr.expect("stderr is piped"));
         (Gateway::serve(transport).await, stderr)
     }
+}
+
+/// `switchboard mcp --dir DIR` with the official MCP client on its stdio,
+/// whether a hub runs in `dir` or not (yet).
+pub async fn gateway_on(dir: &Path) -> Gateway {
+    let mut command = tokio::process::Command::new(switchboard_binary());
+    command
+        .arg("mcp")
+        .arg("--dir")
+        .arg(dir)
+        .env("RUST_LOG", log_filter());
+    let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
+    Gateway::serve(transport).await
 }
 
 /// A child's stderr, collected line by line until it closes.
@@ -271,6 +181,29 @@ impl Stderr {
         let lines = self.lines.lock().unwrap();
         lines.clone()
     }
+}
+
+/// Waits until a provider of `namespace` is in the catalog; its service id.
+pub async fn provider_id(client: &Client, namespace: &str) -> String {
+    provider_id_except(client, namespace, None).await
+}
+
+/// Like [`provider_id`], ignoring the service `except`.
+pub async fn provider_id_except(client: &Client, namespace: &str, except: Option<&str>) -> String {
+    let catalog = client.catalog().await.unwrap();
+    let selector =
+        Selector::parse(&format!("protocol=tool-provider,namespace={namespace}")).unwrap();
+    let mut found = None;
+    eventually(&format!("provider {namespace}"), || {
+        found = catalog
+            .select(&selector)
+            .into_iter()
+            .map(|s| s.service_id)
+            .find(|id| Some(id.as_str()) != except);
+        found.is_some()
+    })
+    .await;
+    found.unwrap()
 }
 
 /// What the MCP client saw.

@@ -1,31 +1,17 @@
 //! Shared setup for the fault-injection tests: `hub-fault-client` processes
 //! (an owner that never answers, or callers) whose JSON-line events are
 //! collected as they arrive, so a test can act on them and SIGKILL either
-//! side. Every wait is bounded by [`WAIT`].
+//! side. Every wait is bounded by `WAIT`.
 
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
-
-pub const WAIT: Duration = Duration::from_secs(20);
-
-/// `hub-fault-client` (crate `switchboard-testkit`) sits next to
-/// `switchboard`; `cargo test --workspace` builds it.
-pub fn fault_client_bin() -> PathBuf {
-    let path = PathBuf::from(env!("CARGO_BIN_EXE_switchboard")).with_file_name("hub-fault-client");
-    assert!(
-        path.exists(),
-        "{} is missing: run the tests with `cargo test --workspace` (or `cargo build -p switchboard-testkit` first)",
-        path.display()
-    );
-    path
-}
+use switchboard_test_support::wait::poll;
+use switchboard_test_support::workspace_binary;
 
 /// A `hub-fault-client` process and the events it printed so far.
 pub struct FaultClient {
@@ -58,7 +44,7 @@ impl FaultClient {
     }
 
     fn spawn(label: &str, dir: &Path, args: &[&str]) -> FaultClient {
-        let mut child = Command::new(fault_client_bin())
+        let mut child = Command::new(workspace_binary("hub-fault-client", "switchboard-testkit"))
             .arg("--dir")
             .arg(dir)
             .args(args)
@@ -100,16 +86,16 @@ impl FaultClient {
 
     /// Waits until `ready` holds on the events so far.
     pub fn wait_for(&self, what: &str, ready: impl Fn(&[Value]) -> bool) {
-        let deadline = Instant::now() + WAIT;
-        while !ready(&self.events.lock().unwrap()) {
-            assert!(
-                Instant::now() < deadline,
-                "{}: {what} did not happen within {WAIT:?}; events: {:?}",
-                self.label,
-                self.events()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        poll(
+            || ready(&self.events.lock().unwrap()).then_some(()),
+            || {
+                format!(
+                    "{}: {what} did not happen; events: {:?}",
+                    self.label,
+                    self.events()
+                )
+            },
+        )
     }
 
     /// Waits until `count` events named `name` were printed.
@@ -135,19 +121,17 @@ impl FaultClient {
 
     /// Waits for the process to exit and for its last event to be read.
     pub fn wait_exit(&mut self) -> ExitStatus {
-        let deadline = Instant::now() + WAIT;
-        let status = loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                break status;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: still running after {WAIT:?}; events: {:?}",
-                self.label,
-                self.events()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        };
+        let child = &mut self.child;
+        let (label, events) = (&self.label, &self.events);
+        let status = poll(
+            || child.try_wait().expect("try_wait"),
+            || {
+                format!(
+                    "{label}: still running; events: {:?}",
+                    events.lock().unwrap()
+                )
+            },
+        );
         // Every line the process wrote is read once its stdout closed.
         if let Some(reader) = self.reader.take() {
             reader.join().expect("the event reader panicked");
