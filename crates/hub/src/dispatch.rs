@@ -14,7 +14,7 @@ use switchboard_protocol::hub::{
     SERVER_NAME, SUPPORTED_VERSIONS,
 };
 use switchboard_protocol::json::MemberIndex;
-use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Message};
+use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Layout, Message};
 use switchboard_protocol::limits::names;
 use switchboard_protocol::{ErrorCode, Principal};
 
@@ -95,9 +95,11 @@ fn object<'a, T: Deserialize<'a> + Default>(
     }
 }
 
+/// A member that must be a string with Unicode text; the error names it.
 fn string_member<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<Cow<'a, str>, ErrorObject> {
-    raw.and_then(json_str)
-        .ok_or_else(|| reply::invalid_params(field, format!("{field} must be a string")))
+    let raw =
+        raw.ok_or_else(|| reply::invalid_params(field, format!("{field} must be a string")))?;
+    json_str(raw).map_err(|error| reply::invalid_params(field, format!("{field} {error}")))
 }
 
 fn string_list<'a>(raw: &'a RawValue, field: &str) -> Result<Vec<Cow<'a, str>>, ErrorObject> {
@@ -106,8 +108,9 @@ fn string_list<'a>(raw: &'a RawValue, field: &str) -> Result<Vec<Cow<'a, str>>, 
     items
         .into_iter()
         .map(|item| {
-            json_str(item).ok_or_else(|| {
-                reply::invalid_params(field, format!("{field} must be a list of strings"))
+            json_str(item).map_err(|error| {
+                let what = format!("{field} must be a list of strings: an item {error}");
+                reply::invalid_params(field, what)
             })
         })
         .collect()
@@ -151,8 +154,8 @@ impl Session {
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
-        let mut index = MemberIndex::default();
-        match jsonrpc::decode_indexed(bytes, &mut index) {
+        let mut layout = Layout::default();
+        match jsonrpc::decode_indexed(bytes, &mut layout) {
             Err(error) => {
                 Counters::inc(&self.conn.counters.protocol_errors);
                 let object = ErrorObject::new(error.code, error.message)
@@ -161,10 +164,10 @@ impl Session {
                 Flow::Continue
             }
             Ok(Message::Request { id, method, params }) => {
-                self.on_request(id, &method.name(), params, &index)
+                self.on_request(id, &method.name(), params, &layout.params)
             }
             Ok(Message::Notification { method, params }) => {
-                self.on_notification(&method.name(), params, &index);
+                self.on_notification(&method.name(), params, &layout.params);
                 Flow::Continue
             }
             Ok(Message::Response { id, outcome }) => {
@@ -277,7 +280,7 @@ impl Session {
             method::UNSUBSCRIBE => {
                 let channel = object::<RawChannelParams<'_>>(params)
                     .ok()
-                    .and_then(|p| p.channel.and_then(json_str));
+                    .and_then(|p| json_str(p.channel?).ok());
                 if channel.as_deref() == Some(CATALOG_CHANNEL) {
                     self.hub.registry.unsubscribe(&self.conn);
                 }

@@ -61,11 +61,12 @@ impl<'a> RawCall<'a> {
     }
 
     fn take(&mut self, member: Member<'a>) -> Result<(), &'static str> {
-        let (taken, field) = match &*member.key.text() {
-            "serviceId" => (self.service_id.replace(member).is_some(), "serviceId"),
-            "method" => (self.method.replace(member).is_some(), "method"),
-            "params" => (self.params.replace(member.value).is_some(), "params"),
-            "timeoutMs" => (self.timeout_ms.replace(member.value).is_some(), "timeoutMs"),
+        // A key without text (a lone surrogate escape) names no member.
+        let (taken, field) = match member.key.text().as_deref() {
+            Some("serviceId") => (self.service_id.replace(member).is_some(), "serviceId"),
+            Some("method") => (self.method.replace(member).is_some(), "method"),
+            Some("params") => (self.params.replace(member.value).is_some(), "params"),
+            Some("timeoutMs") => (self.timeout_ms.replace(member.value).is_some(), "timeoutMs"),
             _ => return Ok(()),
         };
         if taken {
@@ -95,7 +96,7 @@ pub fn notify(
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
-    let Some(service_id) = service_id.value_str() else {
+    let Ok(service_id) = service_id.value_str() else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
     if method_name(&method, hub.limits.max_method_bytes).is_err() {
@@ -135,9 +136,9 @@ pub fn notify(
 
 /// Checks the member `method` (a JSON string) against the spec's rule.
 fn method_name(method: &Member<'_>, max: u64) -> Result<(), ErrorObject> {
-    let Some(name) = method.value_str() else {
-        return Err(reply::invalid_params("method", "method must be a string"));
-    };
+    let name = method
+        .value_str()
+        .map_err(|error| reply::invalid_params("method", format!("method {error}")))?;
     check_method_name(&name, max).map_err(|error| match error {
         MethodNameError::TooLong { .. } => {
             reply::limit(names::MAX_METHOD_BYTES, max, error.to_string())
@@ -166,9 +167,9 @@ fn check_request<'a>(
     })?;
     let service_id = request
         .service_id
-        .as_ref()
-        .and_then(Member::value_str)
-        .ok_or_else(|| reply::invalid_params("serviceId", "serviceId must be a string"))?;
+        .ok_or_else(|| reply::invalid_params("serviceId", "serviceId is required"))?
+        .value_str()
+        .map_err(|error| reply::invalid_params("serviceId", format!("serviceId {error}")))?;
     let method = request
         .method
         .ok_or_else(|| reply::invalid_params("method", "method is required"))?;
