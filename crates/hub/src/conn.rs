@@ -4,6 +4,7 @@
 //! it owns, by pending requests that involve it and by the catalog's
 //! subscriber list. Its fields say who may change them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
@@ -11,7 +12,7 @@ use parking_lot::Mutex;
 use crate::ids::ConnId;
 use crate::metrics::Counters;
 use crate::outbound::Outbound;
-use crate::pending::{CallerIndex, OwnerPending};
+use crate::pending;
 use crate::policy::PrincipalRef;
 use crate::wire;
 
@@ -51,6 +52,13 @@ impl Identity {
     }
 }
 
+/// The request tables a connection holds (see `pending.rs`).
+pub type CallerIndex = pending::CallerIndex<Conn>;
+pub type OwnerPending = pending::OwnerPending<Conn>;
+pub type Entry = pending::Entry<Conn>;
+pub type Call = pending::Call<Conn>;
+pub type Timers = pending::Timers<Conn>;
+
 pub struct Conn {
     pub id: ConnId,
     pub transport: Transport,
@@ -70,10 +78,19 @@ pub struct Conn {
     /// soft watermark: its reader lets them drain before reading on. Touched
     /// only by this connection's reader.
     backlog: Mutex<Vec<Arc<Conn>>>,
+    /// The hub's count of `Conn`s not yet freed, decremented on drop (see
+    /// `HubState::connections_in_memory`).
+    allocated: Arc<AtomicUsize>,
 }
 
 impl Conn {
-    pub fn new(id: ConnId, transport: Transport, out: Outbound) -> Arc<Self> {
+    pub fn new(
+        id: ConnId,
+        transport: Transport,
+        out: Outbound,
+        allocated: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
+        allocated.fetch_add(1, Ordering::Relaxed);
         Arc::new(Conn {
             id,
             transport,
@@ -83,6 +100,7 @@ impl Conn {
             pending: Mutex::new(OwnerPending::default()),
             counters: Counters::default(),
             backlog: Mutex::new(Vec::new()),
+            allocated,
         })
     }
 
@@ -112,5 +130,11 @@ impl Conn {
     /// The client id for logs ("-" before initialize).
     pub fn label(&self) -> &str {
         self.identity().map_or("-", |i| &i.client_id)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.allocated.fetch_sub(1, Ordering::Relaxed);
     }
 }

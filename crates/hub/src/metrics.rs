@@ -8,6 +8,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use switchboard_protocol::error::GoneReason;
+
 /// Why a notification was not forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotifyDrop {
@@ -82,6 +84,15 @@ impl RequestFailure {
             RequestFailure::Disconnected => "disconnected",
             RequestFailure::Unregistered => "unregistered",
             RequestFailure::CallerGone => "caller_gone",
+        }
+    }
+}
+
+impl From<GoneReason> for RequestFailure {
+    fn from(reason: GoneReason) -> Self {
+        match reason {
+            GoneReason::Disconnected => RequestFailure::Disconnected,
+            GoneReason::Unregistered => RequestFailure::Unregistered,
         }
     }
 }

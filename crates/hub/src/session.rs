@@ -23,7 +23,9 @@ use crate::ids;
 use crate::metrics::{Counters, NotifyDrop};
 use crate::outbound::{Class, Pushed};
 use crate::policy::Authenticated;
+use crate::reload;
 use crate::reply;
+use crate::requests;
 use crate::router;
 use crate::state::HubState;
 use crate::wire;
@@ -276,7 +278,7 @@ impl Session {
         };
         match name {
             method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params, index),
-            method::CANCEL_REQUEST => router::cancel(&self.hub, &self.conn, params),
+            method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
             method::UNSUBSCRIBE => {
                 let channel = object::<RawChannelParams<'_>>(params)
                     .ok()
@@ -448,7 +450,7 @@ impl Session {
         let params: RawServiceParams<'_> = object(params)?;
         let service_id = string_member(params.service_id, "serviceId")?;
         let route = self.hub.registry.unregister(&self.conn, &service_id)?;
-        router::service_unregistered(&self.hub, &route);
+        requests::service_unregistered(&self.hub, &route);
         Ok("{}".into())
     }
 
@@ -493,7 +495,7 @@ impl Session {
                 "only the hub's own (direct) principal may reload its config",
             ));
         }
-        let result = self.hub.reload().map_err(|error| {
+        let result = reload::reload(&self.hub).map_err(|error| {
             ErrorObject::new(
                 ErrorCode::InternalError,
                 format!("reload failed; the old config stays in force: {error}"),
