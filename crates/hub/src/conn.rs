@@ -3,9 +3,13 @@
 //! A `Conn` is shared (`Arc`) by its own reader and writer, by the services
 //! it owns, by pending requests that involve it and by the catalog's
 //! subscriber list. Its fields say who may change them.
+//!
+//! Nothing a `Conn` holds keeps another connection alive once that one has
+//! closed: its flow-control backlog holds weak references, and every table
+//! entry naming a peer is removed when either side leaves (`teardown.rs`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
@@ -76,8 +80,10 @@ pub struct Conn {
     pub counters: Counters,
     /// Connections whose queues this connection's messages pushed past their
     /// soft watermark: its reader lets them drain before reading on. Touched
-    /// only by this connection's reader.
-    backlog: Mutex<Vec<Arc<Conn>>>,
+    /// only by this connection's reader. Weak: a reader that stops right
+    /// after congesting a peer leaves its backlog untaken, and two such
+    /// peers must not keep each other alive.
+    backlog: Mutex<Vec<Weak<Conn>>>,
     /// The hub's count of `Conn`s not yet freed, decremented on drop (see
     /// `HubState::connections_in_memory`).
     allocated: Arc<AtomicUsize>,
@@ -107,14 +113,19 @@ impl Conn {
     /// Notes that a push to `destination` answered `Congested`.
     pub fn wait_for(&self, destination: &Arc<Conn>) {
         let mut backlog = self.backlog.lock();
-        if !backlog.iter().any(|c| c.id == destination.id) {
-            backlog.push(destination.clone());
+        if !backlog
+            .iter()
+            .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(destination)))
+        {
+            backlog.push(Arc::downgrade(destination));
         }
     }
 
-    /// Takes the destinations to let drain (see `wait_for`).
+    /// Takes the destinations to let drain (see `wait_for`) that are still
+    /// there.
     pub fn take_backlog(&self) -> Vec<Arc<Conn>> {
-        std::mem::take(&mut *self.backlog.lock())
+        let backlog = std::mem::take(&mut *self.backlog.lock());
+        backlog.iter().filter_map(Weak::upgrade).collect()
     }
 
     pub fn identity(&self) -> Option<&Identity> {
