@@ -365,3 +365,49 @@ async fn a_reload_does_not_change_the_limits_in_force() {
         .await;
     expect_limit(&owner.response(&id).await, "maxMethodBytes", 8);
 }
+
+/// `maxConnections` bounds sockets from the moment they are accepted: a
+/// WebSocket-port socket holds its slot while the hub waits for its HTTP
+/// head, so sockets that never send one cannot make the hub take more.
+#[tokio::test]
+async fn a_socket_on_the_websocket_port_holds_a_slot_before_it_sends_its_head() {
+    let hub = TestHub::with_config("[limits]\nmaxConnections = 2\n").await;
+    let address = hub.ws.trim_start_matches("ws://").trim_end_matches('/');
+    // Accepted in order: these two take the two slots.
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(tokio::net::TcpStream::connect(address).await.unwrap());
+    }
+
+    assert_eq!(
+        hub.ws_connect_with("refused-ws", &[]).await.err(),
+        Some(503)
+    );
+    let mut refused = hub.connect("refused-unix").await;
+    let answer = refused.next().await;
+    expect_limit(&answer, "maxConnections", 2);
+    refused.wait_closed().await;
+    // A full hub still answers its health check and metrics.
+    assert_eq!(hub.http_get("/healthz", &[]).await.0, 200);
+    let (status, metrics) = hub.http_get("/metrics", &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(metric_value(&metrics, "switchboard_connections"), 0);
+    assert_eq!(
+        metric_value(&metrics, "switchboard_connections_refused_total"),
+        2
+    );
+
+    // Closing them frees their slots.
+    drop(silent);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut client = loop {
+        match hub.ws_connect_with("admitted", &[]).await {
+            Ok(client) => break client,
+            Err(503) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await
+            }
+            Err(status) => panic!("the upgrade got {status} after the slots were freed"),
+        }
+    };
+    client.initialize_ok(Some(&hub.token)).await;
+}
