@@ -20,10 +20,12 @@ pub enum NotifyDrop {
     NotInitialized,
     Closed,
     UnknownMethod,
+    /// Nested deeper than a receiver can read (`MAX_FORWARDED_DEPTH`).
+    TooDeep,
 }
 
 impl NotifyDrop {
-    const ALL: [NotifyDrop; 7] = [
+    const ALL: [NotifyDrop; 8] = [
         NotifyDrop::UnknownService,
         NotifyDrop::NotPermitted,
         NotifyDrop::Malformed,
@@ -31,6 +33,7 @@ impl NotifyDrop {
         NotifyDrop::NotInitialized,
         NotifyDrop::Closed,
         NotifyDrop::UnknownMethod,
+        NotifyDrop::TooDeep,
     ];
 
     fn label(self) -> &'static str {
@@ -42,6 +45,7 @@ impl NotifyDrop {
             NotifyDrop::NotInitialized => "not_initialized",
             NotifyDrop::Closed => "closed",
             NotifyDrop::UnknownMethod => "unknown_method",
+            NotifyDrop::TooDeep => "too_deep",
         }
     }
 }

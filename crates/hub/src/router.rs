@@ -17,8 +17,8 @@ use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
 use switchboard_protocol::hub::{check_method_name, MethodNameError};
 use switchboard_protocol::json::{Member, MemberIndex};
-use switchboard_protocol::jsonrpc::{ErrorObject, Outcome};
-use switchboard_protocol::limits::names;
+use switchboard_protocol::jsonrpc::{ErrorObject, Layout, Outcome};
+use switchboard_protocol::limits::{names, MAX_FORWARDED_DEPTH, MAX_PAYLOAD_DEPTH};
 use switchboard_protocol::scan;
 use switchboard_protocol::ErrorCode;
 use tokio::time::Instant;
@@ -86,7 +86,7 @@ pub fn notify(
     sender: &Conn,
     identity: &Identity,
     params: Option<&RawValue>,
-    index: &MemberIndex<'_>,
+    layout: &Layout<'_>,
 ) {
     let counters = &sender.counters;
     let Ok(RawCall {
@@ -94,7 +94,7 @@ pub fn notify(
         method: Some(method),
         params,
         ..
-    }) = RawCall::scan(params, index)
+    }) = RawCall::scan(params, &layout.params)
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
@@ -103,6 +103,11 @@ pub fn notify(
     };
     if method_name(&method, hub.limits.max_method_bytes).is_err() {
         return counters.notification_dropped(NotifyDrop::Malformed);
+    }
+    // The forwarded message nests as deeply as this one (the payload keeps
+    // its place, two levels down): past what a receiver reads, drop it.
+    if layout.depth > MAX_FORWARDED_DEPTH {
+        return counters.notification_dropped(NotifyDrop::TooDeep);
     }
     let Some(route) = hub.registry.route(&service_id) else {
         return counters.notification_dropped(NotifyDrop::UnknownService);
@@ -187,9 +192,9 @@ pub fn request(
     identity: &Identity,
     caller_id: &RawValue,
     params: Option<&RawValue>,
-    index: &MemberIndex<'_>,
+    layout: &Layout<'_>,
 ) {
-    match route_request(hub, caller, identity, caller_id, params, index) {
+    match route_request(hub, caller, identity, caller_id, params, layout) {
         Ok(()) => Counters::inc(&caller.counters.requests_started),
         Err(Refusal { error, why }) => {
             caller.counters.request_failed(why);
@@ -211,9 +216,9 @@ fn route_request(
     identity: &Identity,
     caller_id: &RawValue,
     params: Option<&RawValue>,
-    index: &MemberIndex<'_>,
+    layout: &Layout<'_>,
 ) -> Result<(), Refusal> {
-    let request = check_request(hub, params, index)?;
+    let request = check_request(hub, params, layout)?;
     let route = find_route(hub, caller, identity, &request.service_id)?;
     let forwarded_id = hub.forward_ids.next();
     let caller_key = CallerId::from(caller_id.get());
@@ -240,10 +245,10 @@ fn route_request(
 fn check_request<'a>(
     hub: &HubState,
     params: Option<&'a RawValue>,
-    index: &MemberIndex<'a>,
+    layout: &Layout<'a>,
 ) -> Result<Accepted<'a>, Refusal> {
     const SHAPE: &str = "clientService/request params are {serviceId, method, params?, timeoutMs?}";
-    let request = RawCall::scan(params, index).map_err(|field| {
+    let request = RawCall::scan(params, &layout.params).map_err(|field| {
         Refusal::invalid(match field {
             "params" => reply::invalid_params("params", SHAPE),
             field => reply::invalid_params(field, format!("{field} appears twice")),
@@ -282,6 +287,17 @@ fn check_request<'a>(
             }
         },
     };
+    // The forwarded request nests as deeply as this one (the payload keeps
+    // its place, two levels down).
+    if layout.depth > MAX_FORWARDED_DEPTH {
+        let message = format!(
+            "the request nests {} levels deep; a message the hub forwards may nest at most \
+             {MAX_FORWARDED_DEPTH} (what serde_json reads), so params may nest at most \
+             {MAX_PAYLOAD_DEPTH}",
+            layout.depth
+        );
+        return Err(Refusal::invalid(reply::invalid_params("params", message)));
+    }
     Ok(Accepted {
         service_id,
         method: method.value,
@@ -444,7 +460,11 @@ fn present<'de, D: serde::Deserializer<'de>>(
 /// An owner answered one of the requests the hub forwarded to it: whoever
 /// takes the entry from `O.pending` answers, so a late answer (after a
 /// timeout, a cancel or the caller leaving) finds none and is dropped.
-pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_>) {
+///
+/// `depth`: how deeply the owner's message nests. The answer keeps its
+/// place in the message forwarded to the caller, so past
+/// `MAX_FORWARDED_DEPTH` the caller gets `-32603` instead.
+pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_>, depth: usize) {
     // Forwarded ids are the hub's integers; anything else answers nothing.
     let entry =
         id.get().parse::<u64>().ok().and_then(|forwarded_id| {
@@ -466,6 +486,17 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         .caller
         .out
         .push(Class::Essential, |buf| match outcome {
+            _ if depth > MAX_FORWARDED_DEPTH => wire::error(
+                buf,
+                Some(caller_id),
+                &ErrorObject::new(
+                    ErrorCode::InternalError,
+                    format!(
+                        "the service's answer nests {depth} levels deep; at most \
+                         {MAX_FORWARDED_DEPTH} can be forwarded (what serde_json reads)"
+                    ),
+                ),
+            ),
             Outcome::Result(result) => wire::result(buf, caller_id, result.get()),
             Outcome::Error(error) => match serde_json::from_str::<OwnerError<'_>>(error.get()) {
                 Ok(e) if e.message.get().starts_with('"') => {

@@ -60,6 +60,24 @@ pub fn depth(text: &str) -> Result<usize, SyntaxError> {
     Ok(cursor.deepest())
 }
 
+/// Whether `byte` is JSON whitespace: space, tab, CR or LF. (Unlike
+/// `u8::is_ascii_whitespace`, not form feed.)
+#[inline]
+pub fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// `bytes` without the JSON whitespace around it (see [`is_space`]); a form
+/// feed, or any other byte, stays and makes the text invalid.
+pub fn trim_space(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().position(|&b| !is_space(b));
+    let end = bytes.iter().rposition(|&b| !is_space(b));
+    match (start, end) {
+        (Some(start), Some(end)) => &bytes[start..=end],
+        _ => &[],
+    }
+}
+
 /// Why a JSON value has no string text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TextError {
@@ -250,7 +268,7 @@ impl<'a> Cursor<'a> {
     }
 
     pub(crate) fn skip_space(&mut self) {
-        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+        while self.peek().is_some_and(is_space) {
             self.at += 1;
         }
     }
@@ -834,6 +852,16 @@ mod tests {
         cursor.object_into(&mut index).unwrap();
         assert_eq!(cursor.deepest(), 3);
         assert_eq!(depth(text), Ok(3));
+    }
+
+    #[test]
+    fn only_json_whitespace_is_trimmed() {
+        assert_eq!(trim_space(b" \t\r\n{} \n"), b"{}");
+        assert_eq!(trim_space(b" \n "), b"");
+        assert_eq!(trim_space(b""), b"");
+        assert_eq!(trim_space(b"\x0c{}"), b"\x0c{}");
+        assert_eq!(trim_space(b"{}\x0c\n"), b"{}\x0c");
+        assert_eq!(trim_space(b" \x0b "), b"\x0b");
     }
 
     #[test]

@@ -191,12 +191,7 @@ pub fn decode_indexed<'a>(
     bytes: &'a [u8],
     layout: &mut Layout<'a>,
 ) -> Result<Message<'a>, DecodeError<'a>> {
-    // JSON's whitespace, which (unlike `u8::is_ascii_whitespace`) has no
-    // form feed.
-    let first = bytes
-        .iter()
-        .copied()
-        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let first = bytes.iter().copied().find(|&b| !json::is_space(b));
     if first != Some(b'{') {
         return Err(not_an_object(bytes, first));
     }
