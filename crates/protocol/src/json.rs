@@ -69,13 +69,21 @@ pub fn is_space(byte: u8) -> bool {
 
 /// `bytes` without the JSON whitespace around it (see [`is_space`]); a form
 /// feed, or any other byte, stays and makes the text invalid.
-pub fn trim_space(bytes: &[u8]) -> &[u8] {
-    let start = bytes.iter().position(|&b| !is_space(b));
-    let end = bytes.iter().rposition(|&b| !is_space(b));
-    match (start, end) {
-        (Some(start), Some(end)) => &bytes[start..=end],
-        _ => &[],
+#[inline]
+pub fn trim_space(mut bytes: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = bytes {
+        if !is_space(*first) {
+            break;
+        }
+        bytes = rest;
     }
+    while let [rest @ .., last] = bytes {
+        if !is_space(*last) {
+            break;
+        }
+        bytes = rest;
+    }
+    bytes
 }
 
 /// Why a JSON value has no string text.
@@ -99,11 +107,17 @@ pub fn string_text(value: &str) -> Result<Cow<'_, str>, TextError> {
         // A JSON string without escapes is its text between the quotes.
         return Ok(Cow::Borrowed(&value[1..value.len() - 1]));
     }
+    unescape(value).map(Cow::Owned)
+}
+
+/// The text of a valid JSON string with escapes (off the hot path: most
+/// strings the hub reads have none).
+#[cold]
+#[inline(never)]
+fn unescape(value: &str) -> Result<String, TextError> {
     // On a valid string serde_json fails for one reason only: an escape of
     // half a surrogate pair.
-    serde_json::from_str::<String>(value)
-        .map(Cow::Owned)
-        .map_err(|_| TextError::LoneSurrogate)
+    serde_json::from_str::<String>(value).map_err(|_| TextError::LoneSurrogate)
 }
 
 /// A JSON string as it appears in the text, quotes included.
@@ -126,7 +140,7 @@ impl<'a> JsonStr<'a> {
     #[inline]
     pub fn text(&self) -> Option<Cow<'a, str>> {
         if self.escaped {
-            string_text(self.raw).ok()
+            unescape(self.raw).ok().map(Cow::Owned)
         } else {
             Some(Cow::Borrowed(self.inner()))
         }
@@ -135,7 +149,11 @@ impl<'a> JsonStr<'a> {
     /// Whether the string's text is `name`.
     #[inline]
     pub fn is(&self, name: &str) -> bool {
-        self.text().is_some_and(|text| text == name)
+        if self.escaped {
+            unescape(self.raw).is_ok_and(|text| text == name)
+        } else {
+            self.inner() == name
+        }
     }
 }
 
@@ -150,11 +168,12 @@ pub struct Member<'a> {
 
 impl<'a> Member<'a> {
     /// The value's text when it is a JSON string, borrowed unless escaped.
+    #[inline]
     pub fn value_str(&self) -> Result<Cow<'a, str>, TextError> {
         if !self.value.starts_with('"') {
             Err(TextError::NotAString)
         } else if self.value_escaped {
-            string_text(self.value)
+            unescape(self.value).map(Cow::Owned)
         } else {
             Ok(Cow::Borrowed(&self.value[1..self.value.len() - 1]))
         }
@@ -213,8 +232,9 @@ impl<'a> MemberIndex<'a> {
 pub(crate) struct Cursor<'a> {
     text: &'a str,
     at: usize,
-    /// Objects open around the cursor whose members [`Cursor::members`] is
-    /// walking (the envelope, `params`); `container` adds its own levels.
+    /// Objects open around the cursor whose members are being walked (the
+    /// envelope, `params`; set by their walkers, see [`Cursor::enter`]);
+    /// `container` counts its own levels on top.
     level: usize,
     /// The deepest level any container reached so far.
     deepest: usize,
@@ -239,9 +259,9 @@ impl<'a> Cursor<'a> {
         self.deepest
     }
 
-    /// A container opens at `level`: note it if it is the deepest yet.
+    /// Nesting reached `level`: note it if it is the deepest yet.
     #[inline]
-    fn opened(&mut self, level: usize) {
+    fn reached(&mut self, level: usize) {
         if level > self.deepest {
             self.deepest = level;
         }
@@ -316,6 +336,8 @@ impl<'a> Cursor<'a> {
     /// An object or array, nested to any depth, without recursion.
     fn container(&mut self) -> Result<(), SyntaxError> {
         let mut nesting = Nesting::default();
+        // The deepest level reached, counted from this container's own (1).
+        let mut deepest = 0;
         loop {
             // A value starts here.
             match self.peek() {
@@ -324,13 +346,14 @@ impl<'a> Cursor<'a> {
                 }
                 Some(open @ (b'{' | b'[')) => {
                     self.at += 1;
-                    self.opened(self.level + nesting.depth + 1);
                     self.skip_space();
                     let close = if open == b'{' { b'}' } else { b']' };
                     if self.peek() == Some(close) {
                         self.at += 1;
+                        deepest = deepest.max(nesting.depth + 1);
                     } else {
                         nesting.push(open == b'[');
+                        deepest = deepest.max(nesting.depth);
                         if open == b'{' {
                             self.key_and_colon()?;
                         }
@@ -342,6 +365,7 @@ impl<'a> Cursor<'a> {
             // A value ended: close containers until one takes another item.
             loop {
                 let Some(in_array) = nesting.top() else {
+                    self.reached(self.level + deepest);
                     return Ok(());
                 };
                 self.skip_space();
@@ -384,12 +408,9 @@ impl<'a> Cursor<'a> {
         &mut self,
         mut each: impl FnMut(&mut Self, JsonStr<'a>) -> Result<(), SyntaxError>,
     ) -> Result<(), SyntaxError> {
-        self.level += 1;
-        self.opened(self.level);
         self.skip_space();
         if self.peek() == Some(b'}') {
             self.at += 1;
-            self.level -= 1;
             return Ok(());
         }
         loop {
@@ -403,7 +424,6 @@ impl<'a> Cursor<'a> {
                 }
                 Some(b'}') => {
                     self.at += 1;
-                    self.level -= 1;
                     return Ok(());
                 }
                 _ => return Err(self.error("',' or '}'")),
@@ -411,10 +431,23 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The cursor enters an object whose members the caller walks with
+    /// [`Cursor::members`] (values inside count one level deeper).
+    pub(crate) fn enter(&mut self) {
+        self.level += 1;
+        self.reached(self.level);
+    }
+
+    /// The cursor left the object it last [`Cursor::enter`]ed.
+    pub(crate) fn leave(&mut self) {
+        self.level -= 1;
+    }
+
     /// The members of the object at the cursor, recorded in `index`.
     pub(crate) fn object_into(&mut self, index: &mut MemberIndex<'a>) -> Result<(), SyntaxError> {
         let start = self.at;
         self.eat(b'{', "'{'")?;
+        self.enter();
         self.members(|cursor, key| {
             let start = cursor.at;
             let value_escaped = cursor.value()?;
@@ -425,6 +458,7 @@ impl<'a> Cursor<'a> {
             });
             Ok(())
         })?;
+        self.leave();
         index.object = Some(self.since(start));
         Ok(())
     }

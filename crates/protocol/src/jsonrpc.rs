@@ -119,6 +119,7 @@ impl<'a> Envelope<'a> {
         let mut cursor = Cursor::new(text);
         cursor.skip_space();
         cursor.eat(b'{', "'{'")?;
+        cursor.enter();
         cursor.members(|cursor, key| {
             let start = cursor.at();
             // `params` is walked member by member, so that routing finds
@@ -239,7 +240,14 @@ pub fn decode_indexed<'a>(
     }
 
     if let Some(method) = envelope.method {
-        if let Err(error) = method.value_str() {
+        // Decoded here only when escaped (rare): a name without text is
+        // refused rather than read as some other name.
+        let text = match (method.value.starts_with('"'), method.value_escaped) {
+            (false, _) => Err(TextError::NotAString),
+            (true, true) => json::string_text(method.value).map(|_| ()),
+            (true, false) => Ok(()),
+        };
+        if let Err(error) = text {
             let message = format!("method {error}");
             return Err(invalid(id, "badMethod", message));
         }
