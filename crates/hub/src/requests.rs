@@ -13,6 +13,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
+use switchboard_protocol::jsonrpc::ErrorObject;
 use tokio::time::Instant;
 
 use crate::conn::{Conn, Entry};
@@ -40,59 +41,53 @@ pub fn cancel(hub: &HubState, caller: &Conn, params: Option<&RawValue>) {
     let Some(call) = caller.calls.lock().remove(cancel.id.get()) else {
         return;
     };
-    let entry = {
-        let mut pending = call.owner.pending.lock();
-        let entry = pending.take(call.forwarded_id);
-        if entry.is_some() {
-            tell_owner_cancelled(&call.owner, call.forwarded_id);
-        }
-        entry
-    };
     // No entry: the request was answered meanwhile, and that answer stands.
-    let Some(entry) = entry else { return };
+    let Some(entry) = take_and_tell_owner(&call.owner, call.forwarded_id) else {
+        return;
+    };
     hub.timers.remove(entry.deadline, call.forwarded_id);
     caller.counters.request_failed(RequestFailure::Cancelled);
-    let _: Pushed = caller.out.push(Class::Essential, |buf| {
-        wire::error(buf, Some(entry.caller_id.as_str()), &reply::cancelled())
-    });
+    answer_caller(&entry, &reply::cancelled());
 }
 
-/// Queues `$/cancelRequest {id}` to an owner; call with its `pending` held.
-fn tell_owner_cancelled(owner: &Conn, forwarded_id: u64) {
+/// Takes the entry of `forwarded_id` from `owner`, and if there was one,
+/// queues `$/cancelRequest {id}` to the owner under the same lock (so it
+/// cannot overtake the request it cancels).
+fn take_and_tell_owner(owner: &Conn, forwarded_id: u64) -> Option<Entry> {
+    let mut pending = owner.pending.lock();
+    let entry = pending.take(forwarded_id)?;
     let _: Pushed = owner
         .out
         .push(Class::Essential, |buf| wire::cancel(buf, forwarded_id));
+    Some(entry)
 }
 
-/// A deadline passed: answer -32051 and tell the owner to stop.
+/// Answers the caller of a request whose entry was just taken.
+fn answer_caller(entry: &Entry, error: &ErrorObject) {
+    let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
+        wire::error(buf, Some(entry.caller_id.as_str()), error)
+    });
+}
+
+/// A deadline passed (its timer is already popped): answer -32051 and tell
+/// the owner to stop.
 fn expire(hub: &HubState, owner: &Conn, forwarded_id: u64) {
-    let entry = {
-        let mut pending = owner.pending.lock();
-        let entry = pending.take(forwarded_id);
-        if entry.is_some() {
-            tell_owner_cancelled(owner, forwarded_id);
-        }
-        entry
+    let Some(entry) = take_and_tell_owner(owner, forwarded_id) else {
+        return;
     };
-    let Some(entry) = entry else { return };
     entry
         .caller
         .calls
         .lock()
         .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
     hub.counters.request_failed(RequestFailure::Timeout);
-    let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
-        wire::error(
-            buf,
-            Some(entry.caller_id.as_str()),
-            &reply::timeout(entry.timeout_ms),
-        )
-    });
+    answer_caller(&entry, &reply::timeout(entry.timeout_ms));
 }
 
 /// Fails requests that can no longer be answered because their service is
 /// gone, with -32052 and the reason.
 fn fail_gone(hub: &HubState, entries: Vec<(u64, Entry)>, reason: GoneReason) {
+    let error = reply::service_gone(reason);
     for (forwarded_id, entry) in entries {
         hub.timers.remove(entry.deadline, forwarded_id);
         entry
@@ -101,13 +96,7 @@ fn fail_gone(hub: &HubState, entries: Vec<(u64, Entry)>, reason: GoneReason) {
             .lock()
             .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
         hub.counters.request_failed(reason.into());
-        let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
-            wire::error(
-                buf,
-                Some(entry.caller_id.as_str()),
-                &reply::service_gone(reason),
-            )
-        });
+        answer_caller(&entry, &error);
     }
 }
 
@@ -127,15 +116,7 @@ pub fn owner_gone(hub: &HubState, owner: &Conn, reason: GoneReason) {
 pub fn caller_gone(hub: &HubState, caller: &Conn) {
     let calls = caller.calls.lock().take_all();
     for (_, call) in calls {
-        let entry = {
-            let mut pending = call.owner.pending.lock();
-            let entry = pending.take(call.forwarded_id);
-            if entry.is_some() {
-                tell_owner_cancelled(&call.owner, call.forwarded_id);
-            }
-            entry
-        };
-        if let Some(entry) = entry {
+        if let Some(entry) = take_and_tell_owner(&call.owner, call.forwarded_id) {
             hub.timers.remove(entry.deadline, call.forwarded_id);
             hub.counters.request_failed(RequestFailure::CallerGone);
         }

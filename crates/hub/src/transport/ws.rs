@@ -36,6 +36,13 @@ use crate::transport::{self, http, AcceptBackoff};
 
 type Socket = WebSocketStream<TcpStream>;
 
+/// tungstenite's read buffer, which every connection allocates up front and
+/// keeps (it is also the most one read takes). The Unix transport reads into
+/// a per-thread buffer instead; 4 KiB (tungstenite's own advice for many
+/// connections, 20 small messages a read) keeps an idle WebSocket
+/// connection near an idle Unix one: `docs/performance.md` has the figures.
+const READ_BUFFER: usize = 4 * 1024;
+
 /// Accepts until shutdown begins. Each socket takes a slot before a task is
 /// spawned for it; with neither a connection nor a refusal slot free it is
 /// closed at once.
@@ -119,17 +126,20 @@ async fn handle(
             }
         };
     }
-    match (head.method.as_str(), path) {
-        ("GET", "/healthz") if !hub.is_stopping() => {
-            http::text(&mut stream, 200, "OK", "ok\n").await
-        }
+    serve_http(&hub, &mut stream, &head.method, path).await
+}
+
+/// A plain HTTP request: `/healthz`, `/metrics`, or a refusal.
+async fn serve_http(hub: &HubState, stream: &mut TcpStream, method: &str, path: &str) {
+    match (method, path) {
+        ("GET", "/healthz") if !hub.is_stopping() => http::text(stream, 200, "OK", "ok\n").await,
         ("GET", "/healthz") => {
-            http::text(&mut stream, 503, "Service Unavailable", "shutting down\n").await
+            http::text(stream, 503, "Service Unavailable", "shutting down\n").await
         }
         ("GET", "/metrics") => {
             let body = hub.metrics_text();
             http::respond(
-                &mut stream,
+                stream,
                 200,
                 "OK",
                 "text/plain; version=0.0.4; charset=utf-8",
@@ -138,10 +148,10 @@ async fn handle(
             )
             .await
         }
-        ("GET", _) => http::text(&mut stream, 404, "Not Found", "not found\n").await,
+        ("GET", _) => http::text(stream, 404, "Not Found", "not found\n").await,
         _ => {
             http::respond(
-                &mut stream,
+                stream,
                 405,
                 "Method Not Allowed",
                 "text/plain",
@@ -200,7 +210,7 @@ async fn upgrade(
     }
     let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
     let config = WebSocketConfig::default()
-        .read_buffer_size(16 * 1024)
+        .read_buffer_size(READ_BUFFER)
         .write_buffer_size(64 * 1024)
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
