@@ -205,11 +205,11 @@ pub fn request(
     }
 }
 
-/// The steps of a request. Each takes at most one lock, in the hub's lock
-/// order, and one that refuses leaves nothing behind: params (no lock) →
-/// route and grants (the catalog's read lock) → the caller's slot
-/// (`C.calls`) → the owner's entry, deadline and queued message
-/// (`O.pending`, then `O.out` and the timers under it).
+/// The steps of a request, each under its own lock and none held into the
+/// next; one that refuses leaves nothing behind: params (no lock) → route
+/// and grants (the catalog's read lock) → the caller's slot (`C.calls`) →
+/// the owner's entry, deadline and queued message (`O.pending`, with
+/// `O.out` and the timers taken under it, as the lock order allows).
 fn route_request(
     hub: &HubState,
     caller: &Arc<Conn>,
