@@ -62,6 +62,17 @@ fn take_and_tell_owner(owner: &Conn, forwarded_id: u64) -> Option<Entry> {
     Some(entry)
 }
 
+/// Forgets the rest of a request whose entry was just taken: its deadline
+/// and the caller's index entry (unless the caller reused the id since).
+pub fn forget(hub: &HubState, forwarded_id: u64, entry: &Entry) {
+    hub.timers.remove(entry.deadline, forwarded_id);
+    entry
+        .caller
+        .calls
+        .lock()
+        .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
+}
+
 /// Answers the caller of a request whose entry was just taken.
 fn answer_caller(entry: &Entry, error: &ErrorObject) {
     let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
@@ -89,12 +100,7 @@ fn expire(hub: &HubState, owner: &Conn, forwarded_id: u64) {
 fn fail_gone(hub: &HubState, entries: Vec<(u64, Entry)>, reason: GoneReason) {
     let error = reply::service_gone(reason);
     for (forwarded_id, entry) in entries {
-        hub.timers.remove(entry.deadline, forwarded_id);
-        entry
-            .caller
-            .calls
-            .lock()
-            .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
+        forget(hub, forwarded_id, &entry);
         hub.counters.request_failed(reason.into());
         answer_caller(&entry, &error);
     }

@@ -30,6 +30,7 @@ use crate::pending::CallerId;
 use crate::policy::Action;
 use crate::registry::ServiceRoute;
 use crate::reply;
+use crate::requests;
 use crate::state::HubState;
 use crate::wire::{self, Routed, RoutedHeader};
 
@@ -474,12 +475,7 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         // Late (after timeout, cancel or the caller leaving) or never issued.
         return Counters::inc(&owner.counters.responses_dropped);
     };
-    hub.timers.remove(entry.deadline, forwarded_id);
-    entry
-        .caller
-        .calls
-        .lock()
-        .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
+    requests::forget(hub, forwarded_id, &entry);
     let caller_id = entry.caller_id.as_str();
     let max_data = hub.limits.max_error_data_bytes;
     let pushed = entry
