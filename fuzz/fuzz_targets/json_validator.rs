@@ -8,8 +8,8 @@ use libfuzzer_sys::fuzz_target;
 use serde::de::{Deserializer, IgnoredAny};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use switchboard_protocol::json::{validate, MemberIndex};
-use switchboard_protocol::jsonrpc::{decode_indexed, Message, Outcome};
+use switchboard_protocol::json::{depth, validate, MemberIndex};
+use switchboard_protocol::jsonrpc::{decode_indexed, Layout, Message, Outcome};
 use switchboard_protocol::ErrorCode;
 
 /// The envelope as serde_json decoded it before the one-pass walk.
@@ -49,8 +49,8 @@ fuzz_target!(|data: &[u8]| {
         validate(text)
     );
 
-    let mut index = MemberIndex::default();
-    let decoded = decode_indexed(data, &mut index);
+    let mut layout = Layout::default();
+    let decoded = decode_indexed(data, &mut layout);
     if !serde_ok {
         let error = decoded.expect_err("invalid JSON is refused");
         assert_eq!(error.code, ErrorCode::ParseError, "{text:?}");
@@ -58,6 +58,9 @@ fuzz_target!(|data: &[u8]| {
     }
     if !text.trim_start().starts_with('{') {
         return; // not an object: both paths share that code
+    }
+    if decoded.is_ok() {
+        assert_eq!(Ok(layout.depth), depth(text), "the walk's depth of {text:?}");
     }
     let Ok(reference) = serde_json::from_str::<Reference<'_>>(text) else {
         // serde_json refuses a valid text here only for a duplicate envelope
@@ -74,19 +77,19 @@ fuzz_target!(|data: &[u8]| {
         Ok(Message::Request { id, method, params }) => {
             assert_eq!(raw(reference.id), Some(id.get()));
             assert_eq!(raw(reference.method), Some(method.raw().get()));
-            // A name with a lone surrogate escape has no text (it matches
-            // no method); every other name decodes as serde_json decodes it.
-            if let Ok(expected) = serde_json::from_str::<String>(method.raw().get()) {
-                assert_eq!(method.name(), expected);
-            }
+            // A name without Unicode text (a lone surrogate escape) is
+            // refused (-32600 badMethod); every name accepted decodes as
+            // serde_json decodes it.
+            let expected = serde_json::from_str::<String>(method.raw().get());
+            assert_eq!(method.name(), expected.expect("an accepted name has text"));
             assert_eq!(raw(reference.params), raw(params));
-            check_index(params, &index);
+            check_index(params, &layout.params);
         }
         Ok(Message::Notification { method, params }) => {
             assert!(reference.id.is_none());
             assert_eq!(raw(reference.method), Some(method.raw().get()));
             assert_eq!(raw(reference.params), raw(params));
-            check_index(params, &index);
+            check_index(params, &layout.params);
         }
         Ok(Message::Response { id, outcome }) => {
             assert_eq!(raw(reference.id), Some(id.get()));

@@ -1,5 +1,6 @@
 //! The SDK's entry point: [`Client`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -7,7 +8,10 @@ use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use switchboard_protocol::hub::{method, InitializeResult};
+use switchboard_protocol::hub::{
+    method, InitializeResult, NotifyParams, RequestParams, UnregisterServiceParams,
+    UpdateServiceParams,
+};
 use switchboard_protocol::{Limits, Principal};
 
 use crate::catalog::{Catalog, CatalogFeed};
@@ -161,23 +165,13 @@ impl Client {
         params: Option<&RawValue>,
         options: RequestOptions,
     ) -> Result<Box<RawValue>, Error> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Params<'a> {
-            service_id: &'a str,
-            method: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            params: Option<&'a RawValue>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            timeout_ms: Option<u64>,
-        }
         let conn = self.conn();
         let timeout = options.timeout.unwrap_or_else(|| {
             Duration::from_millis(conn.init().limits.default_request_timeout_ms)
         });
-        let params = Params {
-            service_id,
-            method: method_name,
+        let params = RequestParams {
+            service_id: Cow::Borrowed(service_id),
+            method: Cow::Borrowed(method_name),
             params,
             timeout_ms: options.timeout.map(|t| t.as_millis().max(1) as u64),
         };
@@ -203,17 +197,9 @@ impl Client {
         method_name: &str,
         params: Option<&RawValue>,
     ) -> Result<(), Error> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Params<'a> {
-            service_id: &'a str,
-            method: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            params: Option<&'a RawValue>,
-        }
-        let params = Params {
-            service_id,
-            method: method_name,
+        let params = NotifyParams {
+            service_id: Cow::Borrowed(service_id),
+            method: Cow::Borrowed(method_name),
             params,
         };
         self.conn().notify_raw(method::NOTIFY, &params).await
@@ -286,7 +272,11 @@ impl ServiceHandle {
     /// Replaces the service's metadata (subscribers see `updated`).
     pub async fn update(&self, metadata: &impl Serialize) -> Result<(), Error> {
         let metadata = serde_json::value::to_raw_value(metadata).map_err(Error::Encode)?;
-        let params = serde_json::json!({ "serviceId": self.id(), "metadata": &metadata });
+        let id = self.id();
+        let params = UpdateServiceParams {
+            service_id: Cow::Borrowed(&id),
+            metadata: &metadata,
+        };
         self.client
             .call_hub(method::UPDATE_SERVICE, &params)
             .await?;
@@ -302,7 +292,9 @@ impl ServiceHandle {
             .services
             .lock()
             .retain(|local| !Arc::ptr_eq(local, &self.local));
-        let params = serde_json::json!({ "serviceId": id });
+        let params = UnregisterServiceParams {
+            service_id: Cow::Borrowed(&id),
+        };
         let result = self
             .client
             .call_hub(method::UNREGISTER_SERVICE, &params)

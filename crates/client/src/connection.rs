@@ -7,6 +7,7 @@
 //! request for a just-registered service, or an action right after a
 //! snapshot, can never be seen before the state it depends on.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
@@ -18,7 +19,9 @@ use parking_lot::{Mutex, RwLock};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use switchboard_protocol::hub::{
-    method, ActionParams, InitializeResult, RegisterServiceResult, RoutedParams, SubscribeResult,
+    method, ActionParams, CancelParams, ClientInfo, InitializeParams, InitializeResult,
+    RegisterServiceParams, RegisterServiceResult, RoutedParams, SubscribeParams, SubscribeResult,
+    CATALOG_CHANNEL, PROTOCOL_VERSION,
 };
 use switchboard_protocol::jsonrpc::{self, ErrorObject, Message, Outcome};
 use switchboard_protocol::ErrorCode;
@@ -170,18 +173,14 @@ impl Connection {
         });
         tokio::spawn(run_reader(conn.clone(), reader));
         tokio::spawn(run_writer(conn.clone(), writer));
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Init<'a> {
-            protocol_versions: [&'a str; 1],
-            #[serde(skip_serializing_if = "Option::is_none")]
-            auth_token: Option<&'a str>,
-            client_info: serde_json::Value,
-        }
-        let params = Init {
-            protocol_versions: [switchboard_protocol::hub::PROTOCOL_VERSION],
-            auth_token: token.as_deref(),
-            client_info: serde_json::json!({"name": client_name, "version": env!("CARGO_PKG_VERSION")}),
+        let params = InitializeParams {
+            protocol_versions: Some(vec![Cow::Borrowed(PROTOCOL_VERSION)]),
+            auth_token: token.as_deref().map(Cow::Borrowed),
+            client_info: Some(ClientInfo {
+                name: Cow::Borrowed(client_name),
+                version: Some(Cow::Borrowed(env!("CARGO_PKG_VERSION"))),
+            }),
+            ..InitializeParams::default()
         };
         let raw = conn
             .call(method::INITIALIZE, &params, Duration::from_secs(30))
@@ -282,7 +281,8 @@ impl Connection {
 
     fn send_cancel(&self, id: i64) {
         let _ = self.outbox.push_now(|buf| {
-            let params = serde_json::json!({ "id": id });
+            let id = RawValue::from_string(id.to_string()).expect("an integer is JSON");
+            let params = CancelParams { id: &id };
             let message = jsonrpc::Notification::new(method::CANCEL_REQUEST, params);
             let _ = serde_json::to_writer(&mut *buf, &message);
             buf.push(b'\n');
@@ -316,7 +316,9 @@ impl Connection {
             .lock()
             .insert(id, Waiter::Register(local.clone(), sender));
         let metadata = local.metadata.lock().clone();
-        let params = serde_json::json!({ "metadata": metadata });
+        let params = RegisterServiceParams {
+            metadata: &metadata,
+        };
         self.send_request(id, method::REGISTER_SERVICE, &params)
             .await?;
         match tokio::time::timeout(Duration::from_secs(30), receiver).await {
@@ -335,7 +337,9 @@ impl Connection {
         let id = self.next_id();
         let (sender, receiver) = oneshot::channel();
         self.pending.lock().insert(id, Waiter::Subscribe(sender));
-        let params = serde_json::json!({ "channel": switchboard_protocol::hub::CATALOG_CHANNEL });
+        let params = SubscribeParams {
+            channel: Cow::Borrowed(CATALOG_CHANNEL),
+        };
         self.send_request(id, method::SUBSCRIBE, &params).await?;
         match tokio::time::timeout(Duration::from_secs(30), receiver).await {
             Ok(Ok(result)) => result.map_err(Error::Rpc),

@@ -3,15 +3,20 @@
 //! A `Conn` is shared (`Arc`) by its own reader and writer, by the services
 //! it owns, by pending requests that involve it and by the catalog's
 //! subscriber list. Its fields say who may change them.
+//!
+//! Nothing a `Conn` holds keeps another connection alive once that one has
+//! closed: its flow-control backlog holds weak references, and every table
+//! entry naming a peer is removed when either side leaves (`teardown.rs`).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 
 use crate::ids::ConnId;
 use crate::metrics::Counters;
 use crate::outbound::Outbound;
-use crate::pending::{CallerIndex, OwnerPending};
+use crate::pending;
 use crate::policy::PrincipalRef;
 use crate::wire;
 
@@ -51,6 +56,13 @@ impl Identity {
     }
 }
 
+/// The request tables a connection holds (see `pending.rs`).
+pub type CallerIndex = pending::CallerIndex<Conn>;
+pub type OwnerPending = pending::OwnerPending<Conn>;
+pub type Entry = pending::Entry<Conn>;
+pub type Call = pending::Call<Conn>;
+pub type Timers = pending::Timers<Conn>;
+
 pub struct Conn {
     pub id: ConnId,
     pub transport: Transport,
@@ -68,12 +80,23 @@ pub struct Conn {
     pub counters: Counters,
     /// Connections whose queues this connection's messages pushed past their
     /// soft watermark: its reader lets them drain before reading on. Touched
-    /// only by this connection's reader.
-    backlog: Mutex<Vec<Arc<Conn>>>,
+    /// only by this connection's reader. Weak: a reader that stops right
+    /// after congesting a peer leaves its backlog untaken, and two such
+    /// peers must not keep each other alive.
+    backlog: Mutex<Vec<Weak<Conn>>>,
+    /// The hub's count of `Conn`s not yet freed, decremented on drop (see
+    /// `HubState::connections_in_memory`).
+    allocated: Arc<AtomicUsize>,
 }
 
 impl Conn {
-    pub fn new(id: ConnId, transport: Transport, out: Outbound) -> Arc<Self> {
+    pub fn new(
+        id: ConnId,
+        transport: Transport,
+        out: Outbound,
+        allocated: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
+        allocated.fetch_add(1, Ordering::Relaxed);
         Arc::new(Conn {
             id,
             transport,
@@ -83,20 +106,26 @@ impl Conn {
             pending: Mutex::new(OwnerPending::default()),
             counters: Counters::default(),
             backlog: Mutex::new(Vec::new()),
+            allocated,
         })
     }
 
     /// Notes that a push to `destination` answered `Congested`.
     pub fn wait_for(&self, destination: &Arc<Conn>) {
         let mut backlog = self.backlog.lock();
-        if !backlog.iter().any(|c| c.id == destination.id) {
-            backlog.push(destination.clone());
+        if !backlog
+            .iter()
+            .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(destination)))
+        {
+            backlog.push(Arc::downgrade(destination));
         }
     }
 
-    /// Takes the destinations to let drain (see `wait_for`).
+    /// Takes the destinations to let drain (see `wait_for`) that are still
+    /// there.
     pub fn take_backlog(&self) -> Vec<Arc<Conn>> {
-        std::mem::take(&mut *self.backlog.lock())
+        let backlog = std::mem::take(&mut *self.backlog.lock());
+        backlog.iter().filter_map(Weak::upgrade).collect()
     }
 
     pub fn identity(&self) -> Option<&Identity> {
@@ -112,5 +141,11 @@ impl Conn {
     /// The client id for logs ("-" before initialize).
     pub fn label(&self) -> &str {
         self.identity().map_or("-", |i| &i.client_id)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.allocated.fetch_sub(1, Ordering::Relaxed);
     }
 }

@@ -1,4 +1,4 @@
-//! A socketless harness over the real framing, dispatch and router, for
+//! A socketless harness over the real framing, session and router, for
 //! `fuzz/` (feature `fuzzing`). Two connections share one hub: an *owner*,
 //! initialized with a registered service, and a *client* whose bytes come
 //! from the fuzzer. The literal `svc-fuzz` in the input is replaced by the
@@ -8,10 +8,13 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 
+use crate::admission::Slot;
 use crate::config::Config;
 use crate::conn::{Conn, Transport};
-use crate::dispatch::{Flow, Session};
-use crate::state::{Bookkeeping, HubState};
+use crate::scrape::Bookkeeping;
+use crate::session::{Flow, Session};
+use crate::state::HubState;
+use crate::teardown;
 use crate::transport::unix::split_lines;
 
 /// The `direct` token of the harness's hub.
@@ -136,11 +139,11 @@ impl Harness {
     /// nothing it started is left in the hub's bookkeeping.
     pub fn finish(mut self) {
         let _ = self.drain_and_check();
-        self.hub.disconnect(self.client.conn());
-        self.hub.release(self.client.conn());
+        teardown::disconnect(&self.hub, self.client.conn());
+        teardown::release(&self.hub, self.client.conn());
         let _ = self.drain_and_check();
-        self.hub.disconnect(self.owner.conn());
-        self.hub.release(self.owner.conn());
+        teardown::disconnect(&self.hub, self.owner.conn());
+        teardown::release(&self.hub, self.owner.conn());
         assert_eq!(
             self.hub.bookkeeping(),
             Bookkeeping::default(),
@@ -151,8 +154,8 @@ impl Harness {
 
     fn reconnect_client(&mut self) {
         let _ = self.drain_and_check();
-        self.hub.disconnect(self.client.conn());
-        self.hub.release(self.client.conn());
+        teardown::disconnect(&self.hub, self.client.conn());
+        teardown::release(&self.hub, self.client.conn());
         self.client = session(&self.hub);
     }
 
@@ -193,8 +196,12 @@ impl Default for Harness {
 }
 
 fn session(hub: &Arc<HubState>) -> Session {
+    let Some(Slot::Connection(slot)) = hub.admission.at_accept() else {
+        panic!("the harness stays under maxConnections");
+    };
     let conn: Arc<Conn> = hub
-        .admit(Transport::Unix)
-        .expect("the harness stays under maxConnections");
+        .admission
+        .admit(slot, Transport::Unix, &hub.limits)
+        .expect("the harness's hub is not shutting down");
     Session::new(hub.clone(), conn, None)
 }

@@ -4,10 +4,15 @@
 //! - [`server`]: start and stop a hub ([`Hub`]);
 //! - `transport`: the Unix socket and WebSocket listeners, one task per
 //!   connection;
-//! - `dispatch`: what one connection's messages do;
+//! - `admission`: connection slots (`maxConnections`) and the table of
+//!   open connections;
+//! - `session`: what one connection's messages do;
 //! - `registry`: services and the catalog channel;
-//! - `router` and `pending`: notifications and requests;
+//! - `router`: the notify and request paths; `requests`: deadlines,
+//!   cancels and the sides leaving; `pending`: their bookkeeping;
 //! - `outbound`: per-connection queues and the overload policy;
+//! - `state`, `teardown`, `reload`, `scrape`: the shared state, a
+//!   connection's end and shutdown, config reloads, metrics;
 //! - [`policy`] and [`config`]: principals, tokens and grants;
 //! - [`dir`]: the hub directory, lock and `hub.json`.
 
@@ -20,20 +25,26 @@ pub mod server;
 #[doc(hidden)]
 pub mod fuzzing;
 
+mod admission;
 mod conn;
-mod dispatch;
 mod ids;
 mod metrics;
 mod outbound;
 mod pending;
 mod registry;
+mod reload;
 mod reply;
+mod requests;
 mod router;
+mod scrape;
+mod session;
 mod state;
+mod teardown;
 mod transport;
 mod wire;
 
 pub use config::Config;
 pub use dir::HubInfo;
+pub use scrape::Bookkeeping;
 pub use server::{Hub, HubOptions, StartError};
-pub use state::{Bookkeeping, HubState};
+pub use state::HubState;

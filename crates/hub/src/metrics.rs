@@ -8,6 +8,8 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use switchboard_protocol::error::GoneReason;
+
 /// Why a notification was not forwarded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotifyDrop {
@@ -18,10 +20,12 @@ pub enum NotifyDrop {
     NotInitialized,
     Closed,
     UnknownMethod,
+    /// Nested deeper than a receiver can read (`MAX_FORWARDED_DEPTH`).
+    TooDeep,
 }
 
 impl NotifyDrop {
-    const ALL: [NotifyDrop; 7] = [
+    const ALL: [NotifyDrop; 8] = [
         NotifyDrop::UnknownService,
         NotifyDrop::NotPermitted,
         NotifyDrop::Malformed,
@@ -29,6 +33,7 @@ impl NotifyDrop {
         NotifyDrop::NotInitialized,
         NotifyDrop::Closed,
         NotifyDrop::UnknownMethod,
+        NotifyDrop::TooDeep,
     ];
 
     fn label(self) -> &'static str {
@@ -40,6 +45,7 @@ impl NotifyDrop {
             NotifyDrop::NotInitialized => "not_initialized",
             NotifyDrop::Closed => "closed",
             NotifyDrop::UnknownMethod => "unknown_method",
+            NotifyDrop::TooDeep => "too_deep",
         }
     }
 }
@@ -82,6 +88,15 @@ impl RequestFailure {
             RequestFailure::Disconnected => "disconnected",
             RequestFailure::Unregistered => "unregistered",
             RequestFailure::CallerGone => "caller_gone",
+        }
+    }
+}
+
+impl From<GoneReason> for RequestFailure {
+    fn from(reason: GoneReason) -> Self {
+        match reason {
+            GoneReason::Disconnected => RequestFailure::Disconnected,
+            GoneReason::Unregistered => RequestFailure::Unregistered,
         }
     }
 }

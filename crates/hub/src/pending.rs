@@ -16,6 +16,10 @@
 //!
 //! Lock order: `O.pending` → `O.out` and `O.pending` → timers. `C.calls` is
 //! never held while another lock is taken, so no cycle exists.
+//!
+//! The tables are generic over the connection type `C` they point at: a
+//! connection holds its own tables, so naming `Conn` here would make this
+//! file and `conn.rs` import each other. Nothing here looks inside a `C`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,66 +30,84 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::conn::Conn;
-use crate::registry::ServiceRoute;
-
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// The raw JSON of a caller's request id (`7`, `"a"`, `null`), stored inline
 /// when short so routing a request does not allocate for it.
 pub type CallerId = CompactString;
 
+/// How many requests are pending on one service: shared by the service's
+/// route (which checks `maxInFlightPerService`) and each of its entries.
+/// Changed only under the owner's `pending` lock.
+#[derive(Debug, Default)]
+pub struct InFlight(AtomicU64);
+
+impl InFlight {
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// One forwarded request, held by its owner's connection.
-pub struct Entry {
-    pub caller: Arc<Conn>,
+pub struct Entry<C> {
+    pub caller: Arc<C>,
     pub caller_id: CallerId,
-    pub service: Arc<ServiceRoute>,
+    /// The in-flight count of the service it went to.
+    pub service: Arc<InFlight>,
     pub deadline: Instant,
     pub timeout_ms: u64,
 }
 
-#[derive(Default)]
-pub struct OwnerPending {
-    entries: FastMap<u64, Entry>,
+pub struct OwnerPending<C> {
+    entries: FastMap<u64, Entry<C>>,
     /// Set when the owner leaves: nothing new is accepted after.
     closed: bool,
 }
 
-impl OwnerPending {
+impl<C> Default for OwnerPending<C> {
+    fn default() -> Self {
+        OwnerPending {
+            entries: FastMap::default(),
+            closed: false,
+        }
+    }
+}
+
+impl<C> OwnerPending<C> {
     pub fn is_closed(&self) -> bool {
         self.closed
     }
 
-    pub fn insert(&mut self, id: u64, entry: Entry) {
-        entry.service.in_flight.fetch_add(1, Ordering::Relaxed);
+    pub fn insert(&mut self, id: u64, entry: Entry<C>) {
+        entry.service.0.fetch_add(1, Ordering::Relaxed);
         self.entries.insert(id, entry);
     }
 
     /// Takes the entry of `id`, which settles it: the caller must answer.
-    pub fn take(&mut self, id: u64) -> Option<Entry> {
+    pub fn take(&mut self, id: u64) -> Option<Entry<C>> {
         let entry = self.entries.remove(&id)?;
-        entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+        entry.service.0.fetch_sub(1, Ordering::Relaxed);
         Some(entry)
     }
 
     /// Takes every entry of one service (it was unregistered).
-    pub fn take_service(&mut self, service: &ServiceRoute) -> Vec<(u64, Entry)> {
-        let taken: Vec<(u64, Entry)> = self
+    pub fn take_service(&mut self, service: &Arc<InFlight>) -> Vec<(u64, Entry<C>)> {
+        let taken: Vec<(u64, Entry<C>)> = self
             .entries
-            .extract_if(|_, entry| std::ptr::eq(&*entry.service, service))
+            .extract_if(|_, entry| Arc::ptr_eq(&entry.service, service))
             .collect();
         for (_, entry) in &taken {
-            entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+            entry.service.0.fetch_sub(1, Ordering::Relaxed);
         }
         taken
     }
 
     /// Closes the table and takes every entry (the owner left).
-    pub fn close(&mut self) -> Vec<(u64, Entry)> {
+    pub fn close(&mut self) -> Vec<(u64, Entry<C>)> {
         self.closed = true;
-        let taken: Vec<(u64, Entry)> = self.entries.drain().collect();
+        let taken: Vec<(u64, Entry<C>)> = self.entries.drain().collect();
         for (_, entry) in &taken {
-            entry.service.in_flight.fetch_sub(1, Ordering::Relaxed);
+            entry.service.0.fetch_sub(1, Ordering::Relaxed);
         }
         taken
     }
@@ -100,17 +122,24 @@ impl OwnerPending {
 }
 
 /// Where a caller's request went.
-pub struct Call {
-    pub owner: Arc<Conn>,
+pub struct Call<C> {
+    pub owner: Arc<C>,
     pub forwarded_id: u64,
 }
 
-#[derive(Default)]
-pub struct CallerIndex {
-    calls: FastMap<CallerId, Call>,
+pub struct CallerIndex<C> {
+    calls: FastMap<CallerId, Call<C>>,
 }
 
-impl CallerIndex {
+impl<C> Default for CallerIndex<C> {
+    fn default() -> Self {
+        CallerIndex {
+            calls: FastMap::default(),
+        }
+    }
+}
+
+impl<C> CallerIndex<C> {
     pub fn len(&self) -> usize {
         self.calls.len()
     }
@@ -123,11 +152,11 @@ impl CallerIndex {
         self.calls.contains_key(caller_id)
     }
 
-    pub fn insert(&mut self, caller_id: CallerId, call: Call) {
+    pub fn insert(&mut self, caller_id: CallerId, call: Call<C>) {
         self.calls.insert(caller_id, call);
     }
 
-    pub fn remove(&mut self, caller_id: &str) -> Option<Call> {
+    pub fn remove(&mut self, caller_id: &str) -> Option<Call<C>> {
         self.calls.remove(caller_id)
     }
 
@@ -142,7 +171,7 @@ impl CallerIndex {
         }
     }
 
-    pub fn take_all(&mut self) -> Vec<(CallerId, Call)> {
+    pub fn take_all(&mut self) -> Vec<(CallerId, Call<C>)> {
         let calls = std::mem::take(&mut self.calls);
         calls.into_iter().collect()
     }
@@ -168,14 +197,15 @@ impl ForwardIds {
 ///
 /// Keys are `(deadline, forwarded id)`, unique because forwarded ids are, so
 /// removing a settled request's deadline can never remove another's. Only the
-/// timer task (`router::run_timers`) pops; anyone inserts and removes.
-pub struct Timers {
-    queue: Mutex<Deadlines>,
+/// timer task (`requests::run_timers`) pops; anyone inserts and removes.
+pub struct Timers<C> {
+    queue: Mutex<Deadlines<C>>,
     wake: Notify,
 }
 
-struct Deadlines {
-    by_time: BTreeMap<(Instant, u64), Weak<Conn>>,
+struct Deadlines<C> {
+    /// Each deadline's owner, weakly: a deadline never keeps a connection alive.
+    by_time: BTreeMap<(Instant, u64), Weak<C>>,
     /// When the timer task will next look. An insert wakes it only for a
     /// deadline before this, so routine requests (deadlines far ahead) cost
     /// no wake-up at all.
@@ -186,7 +216,7 @@ struct Deadlines {
 /// ahead and an insert rarely has to wake it.
 const LOOK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-impl Default for Timers {
+impl<C> Default for Timers<C> {
     fn default() -> Self {
         Timers {
             queue: Mutex::new(Deadlines {
@@ -198,8 +228,8 @@ impl Default for Timers {
     }
 }
 
-impl Timers {
-    pub fn insert(&self, deadline: Instant, id: u64, owner: &Arc<Conn>) {
+impl<C> Timers<C> {
+    pub fn insert(&self, deadline: Instant, id: u64, owner: &Arc<C>) {
         let mut queue = self.queue.lock();
         queue.by_time.insert((deadline, id), Arc::downgrade(owner));
         let sooner = deadline < queue.next_look;
@@ -218,7 +248,7 @@ impl Timers {
 
     /// Pops every deadline at or before `now` into `due`; returns when the
     /// timer task should look next.
-    pub fn pop_due(&self, now: Instant, due: &mut Vec<(u64, Weak<Conn>)>) -> Instant {
+    pub fn pop_due(&self, now: Instant, due: &mut Vec<(u64, Weak<C>)>) -> Instant {
         let mut queue = self.queue.lock();
         let mut next = now + LOOK_EVERY;
         while let Some(entry) = queue.by_time.first_entry() {

@@ -27,6 +27,7 @@ use switchboard_protocol::limits::names;
 use crate::conn::{Conn, Identity};
 use crate::ids::{self, ConnId};
 use crate::outbound::{Class, Pushed};
+use crate::pending::InFlight;
 use crate::policy::{Action, Policy, PrincipalRef};
 use crate::reply;
 use crate::wire;
@@ -41,7 +42,7 @@ pub struct ServiceRoute {
     pub owner: Arc<Conn>,
     pub owner_principal: Arc<PrincipalRef>,
     /// Pending requests; changed only under `owner.pending`'s lock.
-    pub in_flight: AtomicU64,
+    pub in_flight: Arc<InFlight>,
     gone: AtomicU8,
 }
 
@@ -262,7 +263,7 @@ impl Registry {
             id_json: into_text(id_json),
             owner: owner.clone(),
             owner_principal: identity.principal.clone(),
-            in_flight: AtomicU64::new(0),
+            in_flight: Arc::default(),
             gone: AtomicU8::new(LIVE),
         });
         let json = service_json(&id, identity, metadata);

@@ -1,13 +1,14 @@
 //! The two routing paths: notifications (fire and forget) and requests
-//! (forwarded under a fresh id, answered exactly once).
+//! (forwarded under a fresh id), and an owner's answer on its way back.
+//! The other ways a request ends (its deadline, a cancel, either side
+//! leaving) are in `requests.rs`; the bookkeeping and its lock order in
+//! `pending.rs`.
 //!
 //! Everything here runs inside the reader task of the connection whose
-//! message is being handled (or the timer task, for deadlines). Nothing
-//! awaits: a message to another connection is appended to its queue, so a
-//! slow peer can never stall the task that routes to it. See `pending.rs`
-//! for the bookkeeping and its lock order.
+//! message is being handled. Nothing awaits: a message to another
+//! connection is appended to its queue, so a slow peer can never stall the
+//! task that routes to it.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,18 +17,20 @@ use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
 use switchboard_protocol::hub::{check_method_name, MethodNameError};
 use switchboard_protocol::json::{Member, MemberIndex};
-use switchboard_protocol::jsonrpc::{ErrorObject, Outcome};
-use switchboard_protocol::limits::names;
+use switchboard_protocol::jsonrpc::{ErrorObject, Layout, Outcome};
+use switchboard_protocol::limits::{names, MAX_FORWARDED_DEPTH, MAX_PAYLOAD_DEPTH};
 use switchboard_protocol::scan;
 use switchboard_protocol::ErrorCode;
 use tokio::time::Instant;
 
-use crate::conn::{Conn, Identity};
+use crate::conn::{Call, Conn, Entry, Identity};
 use crate::metrics::{Counters, NotifyDrop, RequestFailure};
 use crate::outbound::{Class, Pushed};
-use crate::pending::{Call, CallerId, Entry};
+use crate::pending::CallerId;
 use crate::policy::Action;
+use crate::registry::ServiceRoute;
 use crate::reply;
+use crate::requests;
 use crate::state::HubState;
 use crate::wire::{self, Routed, RoutedHeader};
 
@@ -61,11 +64,12 @@ impl<'a> RawCall<'a> {
     }
 
     fn take(&mut self, member: Member<'a>) -> Result<(), &'static str> {
-        let (taken, field) = match &*member.key.text() {
-            "serviceId" => (self.service_id.replace(member).is_some(), "serviceId"),
-            "method" => (self.method.replace(member).is_some(), "method"),
-            "params" => (self.params.replace(member.value).is_some(), "params"),
-            "timeoutMs" => (self.timeout_ms.replace(member.value).is_some(), "timeoutMs"),
+        // A key without text (a lone surrogate escape) names no member.
+        let (taken, field) = match member.key.text().as_deref() {
+            Some("serviceId") => (self.service_id.replace(member).is_some(), "serviceId"),
+            Some("method") => (self.method.replace(member).is_some(), "method"),
+            Some("params") => (self.params.replace(member.value).is_some(), "params"),
+            Some("timeoutMs") => (self.timeout_ms.replace(member.value).is_some(), "timeoutMs"),
             _ => return Ok(()),
         };
         if taken {
@@ -83,7 +87,7 @@ pub fn notify(
     sender: &Conn,
     identity: &Identity,
     params: Option<&RawValue>,
-    index: &MemberIndex<'_>,
+    layout: &Layout<'_>,
 ) {
     let counters = &sender.counters;
     let Ok(RawCall {
@@ -91,15 +95,20 @@ pub fn notify(
         method: Some(method),
         params,
         ..
-    }) = RawCall::scan(params, index)
+    }) = RawCall::scan(params, &layout.params)
     else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
-    let Some(service_id) = service_id.value_str() else {
+    let Ok(service_id) = service_id.value_str() else {
         return counters.notification_dropped(NotifyDrop::Malformed);
     };
     if method_name(&method, hub.limits.max_method_bytes).is_err() {
         return counters.notification_dropped(NotifyDrop::Malformed);
+    }
+    // The forwarded message nests as deeply as this one (the payload keeps
+    // its place, two levels down): past what a receiver reads, drop it.
+    if layout.depth > MAX_FORWARDED_DEPTH {
+        return counters.notification_dropped(NotifyDrop::TooDeep);
     }
     let Some(route) = hub.registry.route(&service_id) else {
         return counters.notification_dropped(NotifyDrop::UnknownService);
@@ -135,9 +144,9 @@ pub fn notify(
 
 /// Checks the member `method` (a JSON string) against the spec's rule.
 fn method_name(method: &Member<'_>, max: u64) -> Result<(), ErrorObject> {
-    let Some(name) = method.value_str() else {
-        return Err(reply::invalid_params("method", "method must be a string"));
-    };
+    let name = method
+        .value_str()
+        .map_err(|error| reply::invalid_params("method", format!("method {error}")))?;
     check_method_name(&name, max).map_err(|error| match error {
         MethodNameError::TooLong { .. } => {
             reply::limit(names::MAX_METHOD_BYTES, max, error.to_string())
@@ -154,26 +163,112 @@ struct Accepted<'a> {
     timeout_ms: u64,
 }
 
+/// Why a request is answered by the hub instead of forwarded.
+struct Refusal {
+    error: ErrorObject,
+    why: RequestFailure,
+}
+
+impl Refusal {
+    fn new(error: ErrorObject, why: RequestFailure) -> Self {
+        Refusal { error, why }
+    }
+
+    /// A bad parameter: `-32050` for a bound it passed, else `-32602`.
+    fn invalid(error: ErrorObject) -> Self {
+        let why = if error.code == ErrorCode::LimitExceeded.code() {
+            RequestFailure::Limit
+        } else {
+            RequestFailure::InvalidParams
+        };
+        Refusal { error, why }
+    }
+}
+
+/// Routes `clientService/request` with id `caller_id` (raw JSON): forwards
+/// it to the service's owner, or answers the caller with why not.
+pub fn request(
+    hub: &HubState,
+    caller: &Arc<Conn>,
+    identity: &Identity,
+    caller_id: &RawValue,
+    params: Option<&RawValue>,
+    layout: &Layout<'_>,
+) {
+    match route_request(hub, caller, identity, caller_id, params, layout) {
+        Ok(()) => Counters::inc(&caller.counters.requests_started),
+        Err(Refusal { error, why }) => {
+            caller.counters.request_failed(why);
+            let _: Pushed = caller.out.push(Class::Essential, |buf| {
+                wire::error(buf, Some(caller_id.get()), &error)
+            });
+        }
+    }
+}
+
+/// The steps of a request, each under its own lock and none held into the
+/// next; one that refuses leaves nothing behind: params (no lock) → route
+/// and grants (the catalog's read lock) → the caller's slot (`C.calls`) →
+/// the owner's entry, deadline and queued message (`O.pending`, with
+/// `O.out` and the timers taken under it, as the lock order allows).
+fn route_request(
+    hub: &HubState,
+    caller: &Arc<Conn>,
+    identity: &Identity,
+    caller_id: &RawValue,
+    params: Option<&RawValue>,
+    layout: &Layout<'_>,
+) -> Result<(), Refusal> {
+    let request = check_request(hub, params, layout)?;
+    let route = find_route(hub, caller, identity, &request.service_id)?;
+    let forwarded_id = hub.forward_ids.next();
+    let caller_key = CallerId::from(caller_id.get());
+    reserve_call(hub, caller, &caller_key, &route.owner, forwarded_id)?;
+    let forwarded = forward(
+        hub,
+        caller,
+        identity,
+        &route,
+        &request,
+        &caller_key,
+        forwarded_id,
+    );
+    if forwarded.is_err() {
+        caller
+            .calls
+            .lock()
+            .remove_if_forwarded_as(&caller_key, forwarded_id);
+    }
+    forwarded
+}
+
+/// Step one: the params, with no state.
 fn check_request<'a>(
     hub: &HubState,
     params: Option<&'a RawValue>,
-    index: &MemberIndex<'a>,
-) -> Result<Accepted<'a>, ErrorObject> {
+    layout: &Layout<'a>,
+) -> Result<Accepted<'a>, Refusal> {
     const SHAPE: &str = "clientService/request params are {serviceId, method, params?, timeoutMs?}";
-    let request = RawCall::scan(params, index).map_err(|field| match field {
-        "params" => reply::invalid_params("params", SHAPE),
-        field => reply::invalid_params(field, format!("{field} appears twice")),
+    let request = RawCall::scan(params, &layout.params).map_err(|field| {
+        Refusal::invalid(match field {
+            "params" => reply::invalid_params("params", SHAPE),
+            field => reply::invalid_params(field, format!("{field} appears twice")),
+        })
     })?;
     let service_id = request
         .service_id
-        .as_ref()
-        .and_then(Member::value_str)
-        .ok_or_else(|| reply::invalid_params("serviceId", "serviceId must be a string"))?;
+        .ok_or_else(|| reply::invalid_params("serviceId", "serviceId is required"))
+        .and_then(|member| {
+            member
+                .value_str()
+                .map_err(|error| reply::invalid_params("serviceId", format!("serviceId {error}")))
+        })
+        .map_err(Refusal::invalid)?;
     let method = request
         .method
-        .ok_or_else(|| reply::invalid_params("method", "method is required"))?;
-    method_name(&method, hub.limits.max_method_bytes)?;
-    let method = method.value;
+        .ok_or_else(|| reply::invalid_params("method", "method is required"))
+        .and_then(|method| method_name(&method, hub.limits.max_method_bytes).map(|()| method))
+        .map_err(Refusal::invalid)?;
     let limits = &hub.limits;
     let timeout_ms = match request.timeout_ms {
         None => limits.default_request_timeout_ms,
@@ -182,184 +277,169 @@ fn check_request<'a>(
         Some(raw) => match raw.parse::<u64>() {
             Ok(ms) if ms >= 1 && ms <= limits.max_request_timeout_ms => ms,
             _ => {
-                return Err(reply::invalid_params(
+                let max = limits.max_request_timeout_ms;
+                let message = format!(
+                    "timeoutMs must be an integer from 1 to {max} (maxRequestTimeoutMs), not {raw}"
+                );
+                return Err(Refusal::invalid(reply::invalid_params(
                     "timeoutMs",
-                    format!(
-                    "timeoutMs must be an integer from 1 to {} (maxRequestTimeoutMs), not {raw}",
-                    limits.max_request_timeout_ms,
-                ),
-                ))
+                    message,
+                )));
             }
         },
     };
+    // The forwarded request nests as deeply as this one (the payload keeps
+    // its place, two levels down).
+    if layout.depth > MAX_FORWARDED_DEPTH {
+        let message = format!(
+            "the request nests {} levels deep; a message the hub forwards may nest at most \
+             {MAX_FORWARDED_DEPTH} (what serde_json reads), so params may nest at most \
+             {MAX_PAYLOAD_DEPTH}",
+            layout.depth
+        );
+        return Err(Refusal::invalid(reply::invalid_params("params", message)));
+    }
     Ok(Accepted {
         service_id,
-        method,
+        method: method.value,
         params: request.params,
         timeout_ms,
     })
 }
 
-/// Routes `clientService/request` with id `caller_id` (raw JSON).
-pub fn request(
+/// Step two: the service, and whether the caller may see it (`-32008` as
+/// if it did not exist) and send it requests (`-32009`).
+fn find_route(
     hub: &HubState,
-    caller: &Arc<Conn>,
+    caller: &Conn,
     identity: &Identity,
-    caller_id: &RawValue,
-    params: Option<&RawValue>,
-    index: &MemberIndex<'_>,
-) {
-    let counters = &caller.counters;
-    let answer_error = |error: &ErrorObject, why: RequestFailure| {
-        counters.request_failed(why);
-        let _ = caller.out.push(Class::Essential, |buf| {
-            wire::error(buf, Some(caller_id.get()), error)
-        });
-    };
-
-    let request = match check_request(hub, params, index) {
-        Ok(accepted) => accepted,
-        Err(error) => {
-            let why = if error.code == ErrorCode::LimitExceeded.code() {
-                RequestFailure::Limit
-            } else {
-                RequestFailure::InvalidParams
-            };
-            return answer_error(&error, why);
-        }
-    };
-    let Some(route) = hub.registry.route(&request.service_id) else {
-        return answer_error(
-            &reply::unknown_service(&request.service_id),
-            RequestFailure::NotFound,
-        );
-    };
+    service_id: &str,
+) -> Result<Arc<ServiceRoute>, Refusal> {
+    let not_found = || Refusal::new(reply::unknown_service(service_id), RequestFailure::NotFound);
+    let route = hub.registry.route(service_id).ok_or_else(not_found)?;
     if !hub
         .registry
         .authorize(caller, identity, &route, Action::Discover)
     {
-        return answer_error(
-            &reply::unknown_service(&request.service_id),
-            RequestFailure::NotFound,
-        );
+        return Err(not_found());
     }
     if !hub
         .registry
         .authorize(caller, identity, &route, Action::Request)
     {
         let error = reply::permission_denied(format!(
-            "principal {} may not send requests to service {:?}",
+            "principal {} may not send requests to service {service_id:?}",
             identity.principal.principal.label(),
-            request.service_id
         ));
-        return answer_error(&error, RequestFailure::PermissionDenied);
+        return Err(Refusal::new(error, RequestFailure::PermissionDenied));
     }
-
-    let forwarded_id = hub.forward_ids.next();
-    let caller_key = CallerId::from(caller_id.get());
-    {
-        let mut calls = caller.calls.lock();
-        let max = hub.limits.max_in_flight_per_client;
-        if calls.len() as u64 >= max {
-            drop(calls);
-            let error = reply::limit(
-                names::MAX_IN_FLIGHT_PER_CLIENT,
-                max,
-                format!("this connection already has {max} requests in flight"),
-            );
-            return answer_error(&error, RequestFailure::Limit);
-        }
-        if calls.contains(&caller_key) {
-            drop(calls);
-            let error = reply::invalid_request(
-                "duplicateId",
-                format!(
-                    "a request with id {} is already in flight on this connection",
-                    caller_id.get()
-                ),
-            );
-            return answer_error(&error, RequestFailure::InvalidParams);
-        }
-        calls.insert(
-            caller_key.clone(),
-            Call {
-                owner: route.owner.clone(),
-                forwarded_id,
-            },
-        );
-    }
-
-    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
-    let refused = {
-        let mut pending = route.owner.pending.lock();
-        let max = hub.limits.max_in_flight_per_service;
-        if let Some(reason) = route
-            .gone()
-            .or(pending.is_closed().then_some(GoneReason::Disconnected))
-        {
-            Some((reply::service_gone(reason), gone_failure(reason)))
-        } else if route.in_flight.load(Ordering::Relaxed) >= max {
-            let error = reply::limit(
-                names::MAX_IN_FLIGHT_PER_SERVICE,
-                max,
-                format!(
-                    "service {:?} already has {max} requests in flight",
-                    request.service_id
-                ),
-            );
-            Some((error, RequestFailure::Limit))
-        } else {
-            pending.insert(
-                forwarded_id,
-                Entry {
-                    caller: caller.clone(),
-                    caller_id: caller_key.clone(),
-                    service: route.clone(),
-                    deadline,
-                    timeout_ms: request.timeout_ms,
-                },
-            );
-            hub.timers.insert(deadline, forwarded_id, &route.owner);
-            let header = RoutedHeader {
-                service_id_json: &route.id_json,
-                sender_fields: &identity.sender_fields,
-            };
-            // Queued under `pending` so a later `$/cancelRequest` for this id
-            // (also queued under it) can never overtake the request itself.
-            // If the owner's queue refuses it, the owner is going away and its
-            // teardown fails this entry with -32052.
-            let pushed = route.owner.out.push(Class::Essential, |buf| {
-                wire::routed(
-                    buf,
-                    Routed::Request(forwarded_id),
-                    &header,
-                    request.method,
-                    request.params,
-                )
-            });
-            if pushed == Pushed::Congested {
-                caller.wait_for(&route.owner);
-            }
-            None
-        }
-    };
-    match refused {
-        Some((error, why)) => {
-            caller
-                .calls
-                .lock()
-                .remove_if_forwarded_as(&caller_key, forwarded_id);
-            answer_error(&error, why);
-        }
-        None => Counters::inc(&counters.requests_started),
-    }
+    Ok(route)
 }
 
-fn gone_failure(reason: GoneReason) -> RequestFailure {
-    match reason {
-        GoneReason::Disconnected => RequestFailure::Disconnected,
-        GoneReason::Unregistered => RequestFailure::Unregistered,
+/// Step three, under `C.calls`: the caller's slot for X, within
+/// `maxInFlightPerClient` and unless X is in flight already.
+fn reserve_call(
+    hub: &HubState,
+    caller: &Conn,
+    caller_key: &CallerId,
+    owner: &Arc<Conn>,
+    forwarded_id: u64,
+) -> Result<(), Refusal> {
+    let mut calls = caller.calls.lock();
+    let max = hub.limits.max_in_flight_per_client;
+    if calls.len() as u64 >= max {
+        drop(calls);
+        let error = reply::limit(
+            names::MAX_IN_FLIGHT_PER_CLIENT,
+            max,
+            format!("this connection already has {max} requests in flight"),
+        );
+        return Err(Refusal::new(error, RequestFailure::Limit));
     }
+    if calls.contains(caller_key) {
+        drop(calls);
+        let error = reply::invalid_request(
+            "duplicateId",
+            format!("a request with id {caller_key} is already in flight on this connection"),
+        );
+        return Err(Refusal::new(error, RequestFailure::InvalidParams));
+    }
+    calls.insert(
+        caller_key.clone(),
+        Call {
+            owner: owner.clone(),
+            forwarded_id,
+        },
+    );
+    Ok(())
+}
+
+/// Step four, under `O.pending`: unless the service is gone or at
+/// `maxInFlightPerService`, the entry for Y (which makes the request
+/// answerable), its deadline, and `clientService/handleRequest` queued to
+/// the owner.
+fn forward(
+    hub: &HubState,
+    caller: &Arc<Conn>,
+    identity: &Identity,
+    route: &ServiceRoute,
+    request: &Accepted<'_>,
+    caller_key: &CallerId,
+    forwarded_id: u64,
+) -> Result<(), Refusal> {
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    let mut pending = route.owner.pending.lock();
+    let max = hub.limits.max_in_flight_per_service;
+    if let Some(reason) = route
+        .gone()
+        .or(pending.is_closed().then_some(GoneReason::Disconnected))
+    {
+        return Err(Refusal::new(reply::service_gone(reason), reason.into()));
+    }
+    if route.in_flight.get() >= max {
+        let error = reply::limit(
+            names::MAX_IN_FLIGHT_PER_SERVICE,
+            max,
+            format!(
+                "service {:?} already has {max} requests in flight",
+                request.service_id
+            ),
+        );
+        return Err(Refusal::new(error, RequestFailure::Limit));
+    }
+    pending.insert(
+        forwarded_id,
+        Entry {
+            caller: caller.clone(),
+            caller_id: caller_key.clone(),
+            service: route.in_flight.clone(),
+            deadline,
+            timeout_ms: request.timeout_ms,
+        },
+    );
+    hub.timers.insert(deadline, forwarded_id, &route.owner);
+    let header = RoutedHeader {
+        service_id_json: &route.id_json,
+        sender_fields: &identity.sender_fields,
+    };
+    // Queued under `pending` so a later `$/cancelRequest` for this id (also
+    // queued under it) can never overtake the request itself. If the
+    // owner's queue refuses it, the owner is going away and its teardown
+    // fails this entry with -32052.
+    let pushed = route.owner.out.push(Class::Essential, |buf| {
+        wire::routed(
+            buf,
+            Routed::Request(forwarded_id),
+            &header,
+            request.method,
+            request.params,
+        )
+    });
+    drop(pending);
+    if pushed == Pushed::Congested {
+        caller.wait_for(&route.owner);
+    }
+    Ok(())
 }
 
 /// An error object as an owner may write it; `message` and `data` stay raw.
@@ -378,8 +458,14 @@ fn present<'de, D: serde::Deserializer<'de>>(
     <&RawValue>::deserialize(deserializer).map(Some)
 }
 
-/// An owner answered one of the requests the hub forwarded to it.
-pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_>) {
+/// An owner answered one of the requests the hub forwarded to it: whoever
+/// takes the entry from `O.pending` answers, so a late answer (after a
+/// timeout, a cancel or the caller leaving) finds none and is dropped.
+///
+/// `depth`: how deeply the owner's message nests. The answer keeps its
+/// place in the message forwarded to the caller, so past
+/// `MAX_FORWARDED_DEPTH` the caller gets `-32603` instead.
+pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_>, depth: usize) {
     // Forwarded ids are the hub's integers; anything else answers nothing.
     let entry =
         id.get().parse::<u64>().ok().and_then(|forwarded_id| {
@@ -389,18 +475,24 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         // Late (after timeout, cancel or the caller leaving) or never issued.
         return Counters::inc(&owner.counters.responses_dropped);
     };
-    hub.timers.remove(entry.deadline, forwarded_id);
-    entry
-        .caller
-        .calls
-        .lock()
-        .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
+    requests::forget(hub, forwarded_id, &entry);
     let caller_id = entry.caller_id.as_str();
     let max_data = hub.limits.max_error_data_bytes;
     let pushed = entry
         .caller
         .out
         .push(Class::Essential, |buf| match outcome {
+            _ if depth > MAX_FORWARDED_DEPTH => wire::error(
+                buf,
+                Some(caller_id),
+                &ErrorObject::new(
+                    ErrorCode::InternalError,
+                    format!(
+                        "the service's answer nests {depth} levels deep; at most \
+                         {MAX_FORWARDED_DEPTH} can be forwarded (what serde_json reads)"
+                    ),
+                ),
+            ),
             Outcome::Result(result) => wire::result(buf, caller_id, result.get()),
             Outcome::Error(error) => match serde_json::from_str::<OwnerError<'_>>(error.get()) {
                 Ok(e) if e.message.get().starts_with('"') => {
@@ -420,142 +512,4 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         owner.wait_for(&entry.caller);
     }
     Counters::inc(&owner.counters.requests_completed);
-}
-
-/// `$/cancelRequest {id}` from a caller.
-pub fn cancel(hub: &HubState, caller: &Conn, params: Option<&RawValue>) {
-    #[derive(Deserialize)]
-    struct Cancel<'a> {
-        #[serde(borrow)]
-        id: &'a RawValue,
-    }
-    let Some(cancel) = params
-        .filter(|p| p.get().starts_with('{'))
-        .and_then(|p| serde_json::from_str::<Cancel<'_>>(p.get()).ok())
-    else {
-        return Counters::inc(&caller.counters.protocol_errors);
-    };
-    // Unknown or finished ids do nothing.
-    let Some(call) = caller.calls.lock().remove(cancel.id.get()) else {
-        return;
-    };
-    let entry = {
-        let mut pending = call.owner.pending.lock();
-        let entry = pending.take(call.forwarded_id);
-        if entry.is_some() {
-            tell_owner_cancelled(&call.owner, call.forwarded_id);
-        }
-        entry
-    };
-    // No entry: the request was answered meanwhile, and that answer stands.
-    let Some(entry) = entry else { return };
-    hub.timers.remove(entry.deadline, call.forwarded_id);
-    caller.counters.request_failed(RequestFailure::Cancelled);
-    let _: Pushed = caller.out.push(Class::Essential, |buf| {
-        wire::error(buf, Some(entry.caller_id.as_str()), &reply::cancelled())
-    });
-}
-
-/// Queues `$/cancelRequest {id}` to an owner; call with its `pending` held.
-fn tell_owner_cancelled(owner: &Conn, forwarded_id: u64) {
-    let _: Pushed = owner
-        .out
-        .push(Class::Essential, |buf| wire::cancel(buf, forwarded_id));
-}
-
-/// A deadline passed: answer -32051 and tell the owner to stop.
-fn expire(hub: &HubState, owner: &Conn, forwarded_id: u64) {
-    let entry = {
-        let mut pending = owner.pending.lock();
-        let entry = pending.take(forwarded_id);
-        if entry.is_some() {
-            tell_owner_cancelled(owner, forwarded_id);
-        }
-        entry
-    };
-    let Some(entry) = entry else { return };
-    entry
-        .caller
-        .calls
-        .lock()
-        .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
-    hub.counters.request_failed(RequestFailure::Timeout);
-    let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
-        wire::error(
-            buf,
-            Some(entry.caller_id.as_str()),
-            &reply::timeout(entry.timeout_ms),
-        )
-    });
-}
-
-/// Fails requests that can no longer be answered because their service is
-/// gone, with -32052 and the reason.
-fn fail_gone(hub: &HubState, entries: Vec<(u64, Entry)>, reason: GoneReason) {
-    for (forwarded_id, entry) in entries {
-        hub.timers.remove(entry.deadline, forwarded_id);
-        entry
-            .caller
-            .calls
-            .lock()
-            .remove_if_forwarded_as(&entry.caller_id, forwarded_id);
-        hub.counters.request_failed(gone_failure(reason));
-        let _: Pushed = entry.caller.out.push(Class::Essential, |buf| {
-            wire::error(
-                buf,
-                Some(entry.caller_id.as_str()),
-                &reply::service_gone(reason),
-            )
-        });
-    }
-}
-
-/// A service was unregistered: fail its pending requests.
-pub fn service_unregistered(hub: &HubState, route: &crate::registry::ServiceRoute) {
-    let entries = route.owner.pending.lock().take_service(route);
-    fail_gone(hub, entries, GoneReason::Unregistered);
-}
-
-/// An owner left: fail every request pending on its services; accept no more.
-pub fn owner_gone(hub: &HubState, owner: &Conn, reason: GoneReason) {
-    let entries = owner.pending.lock().close();
-    fail_gone(hub, entries, reason);
-}
-
-/// A caller left: release its pending requests and tell each owner.
-pub fn caller_gone(hub: &HubState, caller: &Conn) {
-    let calls = caller.calls.lock().take_all();
-    for (_, call) in calls {
-        let entry = {
-            let mut pending = call.owner.pending.lock();
-            let entry = pending.take(call.forwarded_id);
-            if entry.is_some() {
-                tell_owner_cancelled(&call.owner, call.forwarded_id);
-            }
-            entry
-        };
-        if let Some(entry) = entry {
-            hub.timers.remove(entry.deadline, call.forwarded_id);
-            hub.counters.request_failed(RequestFailure::CallerGone);
-        }
-    }
-}
-
-/// The timer task: answers requests whose deadline passed. Runs until the
-/// hub shuts down; it holds the timers' lock only to pop due deadlines.
-pub async fn run_timers(hub: Arc<HubState>) {
-    let mut due = Vec::new();
-    loop {
-        let next = hub.timers.pop_due(Instant::now(), &mut due);
-        for (forwarded_id, owner) in due.drain(..) {
-            if let Some(owner) = owner.upgrade() {
-                expire(&hub, &owner, forwarded_id);
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep_until(next) => {}
-            () = hub.timers.changed() => {}
-            () = hub.stopping() => return,
-        }
-    }
 }

@@ -12,8 +12,10 @@ use tokio_util::task::TaskTracker;
 use crate::config::{Config, ConfigError};
 use crate::dir::{DirError, HubDir, HubInfo};
 use crate::ids;
-use crate::router;
+use crate::reload;
+use crate::requests;
 use crate::state::HubState;
+use crate::teardown;
 use crate::transport::{unix, ws};
 
 /// How long shutdown waits for connections to flush and close.
@@ -109,7 +111,7 @@ impl Hub {
         if let Some(listener) = ws_listener {
             tasks.spawn(ws::accept_loop(state.clone(), listener, tasks.clone()));
         }
-        tasks.spawn(router::run_timers(state.clone()));
+        tasks.spawn(requests::run_timers(state.clone()));
 
         let info = HubInfo {
             version: 1,
@@ -143,14 +145,14 @@ impl Hub {
 
     /// Re-reads the config file (SIGHUP, `switchboard reload`).
     pub fn reload(&self) -> Result<ReloadResult, ConfigError> {
-        self.state.reload()
+        reload::reload(&self.state)
     }
 
     /// Clean shutdown: stop accepting, fail pending requests with -32052,
     /// let connections flush (bounded), remove `hub.json` and the socket.
     pub async fn shutdown(mut self) {
         tracing::info!("shutting down");
-        self.state.begin_shutdown();
+        teardown::begin_shutdown(&self.state);
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
             .await

@@ -1,8 +1,13 @@
 //! Methods, parameters and results of `hub-protocol.md`.
 //!
-//! Parameter types the hub decodes borrow from the message (`&RawValue` for
-//! application payloads, `Cow<str>` for names), so routing does not copy or
-//! parse payloads. Result and event types are owned, for clients.
+//! These types are the one description of each wire shape: clients (the
+//! Rust SDK) build their params with them, and the golden vectors in
+//! `tests/golden/` pin them. Parameter types borrow (`&RawValue` for
+//! application payloads, `Cow<str>` for names), so building or reading one
+//! neither copies nor parses a payload. Result and event types are owned, for
+//! clients. (The hub itself reads `clientService/*` params from the index
+//! its validating walk builds, never through serde: see `crates/hub`'s
+//! `router.rs`.)
 
 use std::borrow::Cow;
 
@@ -266,7 +271,7 @@ pub struct NotifyParams<'a> {
     #[serde(borrow)]
     pub service_id: Cow<'a, str>,
     #[serde(borrow)]
-    pub method: &'a RawValue,
+    pub method: Cow<'a, str>,
     /// `Some` whenever the member is present, `null` included, so a `null`
     /// payload is forwarded as `null`.
     #[serde(
@@ -285,7 +290,7 @@ pub struct RequestParams<'a> {
     #[serde(borrow)]
     pub service_id: Cow<'a, str>,
     #[serde(borrow)]
-    pub method: &'a RawValue,
+    pub method: Cow<'a, str>,
     /// `Some` whenever the member is present, `null` included.
     #[serde(
         borrow,
@@ -294,8 +299,8 @@ pub struct RequestParams<'a> {
         skip_serializing_if = "Option::is_none"
     )]
     pub params: Option<&'a RawValue>,
-    #[serde(borrow, default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<&'a RawValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// Hub → owner: `clientService/notification` and `clientService/handleRequest`

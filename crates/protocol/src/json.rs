@@ -13,8 +13,9 @@
 //! accepts it (`serde_json::from_str::<IgnoredAny>`): the fuzz target
 //! `json_validator` and the tests below compare the two on every input.
 //! In particular, like serde_json, `\u` escapes are checked for four hex
-//! digits but not for surrogate pairing, and nesting depth is unbounded
-//! (the message size bounds it).
+//! digits but not for surrogate pairing (such a string is valid JSON without
+//! Unicode text: [`string_text`] says so), and nesting depth is not a
+//! syntax error (the message size bounds it; [`depth`] measures it).
 //!
 //! Why not serde_json here: for a 200 B notification, serde_json's string
 //! scanning (8 bytes at a time, in general-purpose registers) was half of the
@@ -45,10 +46,78 @@ impl std::error::Error for SyntaxError {}
 /// Whether `text` is exactly one JSON value, with optional whitespace
 /// around it.
 pub fn validate(text: &str) -> Result<(), SyntaxError> {
+    depth(text).map(|_| ())
+}
+
+/// Validates `text` like [`validate`] and returns how deeply it nests: 0 for
+/// a scalar, 1 for `[]` or `{"a":1}`, 2 for `[[]]`, and so on (the levels
+/// serde_json counts against its recursion limit).
+pub fn depth(text: &str) -> Result<usize, SyntaxError> {
     let mut cursor = Cursor::new(text);
     cursor.skip_space();
     cursor.value()?;
-    cursor.end()
+    cursor.end()?;
+    Ok(cursor.deepest())
+}
+
+/// Whether `byte` is JSON whitespace: space, tab, CR or LF. (Unlike
+/// `u8::is_ascii_whitespace`, not form feed.)
+#[inline]
+pub fn is_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// `bytes` without the JSON whitespace around it (see [`is_space`]); a form
+/// feed, or any other byte, stays and makes the text invalid.
+#[inline]
+pub fn trim_space(mut bytes: &[u8]) -> &[u8] {
+    while let [first, rest @ ..] = bytes {
+        if !is_space(*first) {
+            break;
+        }
+        bytes = rest;
+    }
+    while let [rest @ .., last] = bytes {
+        if !is_space(*last) {
+            break;
+        }
+        bytes = rest;
+    }
+    bytes
+}
+
+/// Why a JSON value has no string text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TextError {
+    #[error("is not a string")]
+    NotAString,
+    /// Valid JSON (the grammar allows `\ud800` alone) that is no Unicode
+    /// text: serde_json, and so every Rust receiver, refuses to decode it.
+    #[error("is not valid Unicode text (it has an unpaired surrogate escape)")]
+    LoneSurrogate,
+}
+
+/// The text of `value`, the text of a valid JSON value, when it is a string
+/// with Unicode text: borrowed when it has no escapes.
+pub fn string_text(value: &str) -> Result<Cow<'_, str>, TextError> {
+    if !value.starts_with('"') {
+        return Err(TextError::NotAString);
+    }
+    if !value.contains('\\') {
+        // A JSON string without escapes is its text between the quotes.
+        return Ok(Cow::Borrowed(&value[1..value.len() - 1]));
+    }
+    unescape(value).map(Cow::Owned)
+}
+
+/// The text of a valid JSON string with escapes (off the hot path: most
+/// strings the hub reads have none).
+#[cold]
+#[inline(never)]
+fn unescape(value: &str) -> Result<String, TextError> {
+    // On a valid string serde_json fails for one reason only: an escape of
+    // half a surrogate pair.
+    serde_json::from_str::<String>(value).map_err(|_| TextError::LoneSurrogate)
 }
 
 /// A JSON string as it appears in the text, quotes included.
@@ -66,20 +135,25 @@ impl<'a> JsonStr<'a> {
         &self.raw[1..self.raw.len() - 1]
     }
 
-    /// The string's text: borrowed unless escaped.
+    /// The string's text: borrowed unless escaped; `None` when an escape is
+    /// half a surrogate pair (a key like that names no member).
     #[inline]
-    pub fn text(&self) -> Cow<'a, str> {
+    pub fn text(&self) -> Option<Cow<'a, str>> {
         if self.escaped {
-            crate::jsonrpc::json_str_text(self.raw).unwrap_or_default()
+            unescape(self.raw).ok().map(Cow::Owned)
         } else {
-            Cow::Borrowed(self.inner())
+            Some(Cow::Borrowed(self.inner()))
         }
     }
 
     /// Whether the string's text is `name`.
     #[inline]
     pub fn is(&self, name: &str) -> bool {
-        self.text() == name
+        if self.escaped {
+            unescape(self.raw).is_ok_and(|text| text == name)
+        } else {
+            self.inner() == name
+        }
     }
 }
 
@@ -94,13 +168,14 @@ pub struct Member<'a> {
 
 impl<'a> Member<'a> {
     /// The value's text when it is a JSON string, borrowed unless escaped.
-    pub fn value_str(&self) -> Option<Cow<'a, str>> {
+    #[inline]
+    pub fn value_str(&self) -> Result<Cow<'a, str>, TextError> {
         if !self.value.starts_with('"') {
-            None
+            Err(TextError::NotAString)
         } else if self.value_escaped {
-            crate::jsonrpc::json_str_text(self.value)
+            unescape(self.value).map(Cow::Owned)
         } else {
-            Some(Cow::Borrowed(&self.value[1..self.value.len() - 1]))
+            Ok(Cow::Borrowed(&self.value[1..self.value.len() - 1]))
         }
     }
 }
@@ -157,15 +232,39 @@ impl<'a> MemberIndex<'a> {
 pub(crate) struct Cursor<'a> {
     text: &'a str,
     at: usize,
+    /// Objects open around the cursor whose members are being walked (the
+    /// envelope, `params`; set by their walkers, see [`Cursor::enter`]);
+    /// `container` counts its own levels on top.
+    level: usize,
+    /// The deepest level any container reached so far.
+    deepest: usize,
 }
 
 impl<'a> Cursor<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
-        Cursor { text, at: 0 }
+        Cursor {
+            text,
+            at: 0,
+            level: 0,
+            deepest: 0,
+        }
     }
 
     pub(crate) fn at(&self) -> usize {
         self.at
+    }
+
+    /// How deeply the text walked so far nests (see [`depth`]).
+    pub(crate) fn deepest(&self) -> usize {
+        self.deepest
+    }
+
+    /// Nesting reached `level`: note it if it is the deepest yet.
+    #[inline]
+    fn reached(&mut self, level: usize) {
+        if level > self.deepest {
+            self.deepest = level;
+        }
     }
 
     /// The text from `start` to the cursor.
@@ -189,7 +288,7 @@ impl<'a> Cursor<'a> {
     }
 
     pub(crate) fn skip_space(&mut self) {
-        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+        while self.peek().is_some_and(is_space) {
             self.at += 1;
         }
     }
@@ -237,6 +336,8 @@ impl<'a> Cursor<'a> {
     /// An object or array, nested to any depth, without recursion.
     fn container(&mut self) -> Result<(), SyntaxError> {
         let mut nesting = Nesting::default();
+        // The deepest level reached, counted from this container's own (1).
+        let mut deepest = 0;
         loop {
             // A value starts here.
             match self.peek() {
@@ -249,8 +350,10 @@ impl<'a> Cursor<'a> {
                     let close = if open == b'{' { b'}' } else { b']' };
                     if self.peek() == Some(close) {
                         self.at += 1;
+                        deepest = deepest.max(nesting.depth + 1);
                     } else {
                         nesting.push(open == b'[');
+                        deepest = deepest.max(nesting.depth);
                         if open == b'{' {
                             self.key_and_colon()?;
                         }
@@ -262,6 +365,7 @@ impl<'a> Cursor<'a> {
             // A value ended: close containers until one takes another item.
             loop {
                 let Some(in_array) = nesting.top() else {
+                    self.reached(self.level + deepest);
                     return Ok(());
                 };
                 self.skip_space();
@@ -327,10 +431,23 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The cursor enters an object whose members the caller walks with
+    /// [`Cursor::members`] (values inside count one level deeper).
+    pub(crate) fn enter(&mut self) {
+        self.level += 1;
+        self.reached(self.level);
+    }
+
+    /// The cursor left the object it last [`Cursor::enter`]ed.
+    pub(crate) fn leave(&mut self) {
+        self.level -= 1;
+    }
+
     /// The members of the object at the cursor, recorded in `index`.
     pub(crate) fn object_into(&mut self, index: &mut MemberIndex<'a>) -> Result<(), SyntaxError> {
         let start = self.at;
         self.eat(b'{', "'{'")?;
+        self.enter();
         self.members(|cursor, key| {
             let start = cursor.at;
             let value_escaped = cursor.value()?;
@@ -341,6 +458,7 @@ impl<'a> Cursor<'a> {
             });
             Ok(())
         })?;
+        self.leave();
         index.object = Some(self.since(start));
         Ok(())
     }
@@ -718,10 +836,10 @@ mod tests {
         assert_eq!(members.len(), 4);
         assert!(members[0].key.is("serviceId") && !members[0].key.escaped);
         assert_eq!(members[0].value, r#""s\u0031""#);
-        assert_eq!(members[0].value_str().as_deref(), Some("s1"));
-        assert_eq!(members[1].value_str().as_deref(), Some("m"));
+        assert_eq!(members[0].value_str().as_deref(), Ok("s1"));
+        assert_eq!(members[1].value_str().as_deref(), Ok("m"));
         assert_eq!(members[2].value, r#"{"x":[1,"]"]}"#);
-        assert_eq!(members[2].value_str(), None);
+        assert_eq!(members[2].value_str(), Err(TextError::NotAString));
         assert_eq!(members[3].value, "-1");
     }
 
@@ -734,6 +852,72 @@ mod tests {
         let mut index = MemberIndex::default();
         Cursor::new(&text).object_into(&mut index).unwrap();
         assert!(index.members_of(&text).is_none());
+    }
+
+    #[test]
+    fn depth_counts_the_levels_serde_json_counts() {
+        for (text, expected) in [
+            ("1", 0),
+            ("\"[[[\"", 0),
+            ("[]", 1),
+            ("{}", 1),
+            ("{\"a\":1}", 1),
+            ("[[]]", 2),
+            ("[1,[2,[3]],[]]", 3),
+            ("{\"a\":{\"b\":[]},\"c\":[[[{}]]]}", 5),
+        ] {
+            assert_eq!(depth(text), Ok(expected), "{text}");
+        }
+        // serde_json reads 127 levels into a `Value` and refuses the 128th:
+        // what `limits::MAX_FORWARDED_DEPTH` rests on.
+        for levels in [126, 127, 128, 129, 300] {
+            let text = format!("{}{}", "[".repeat(levels), "]".repeat(levels));
+            assert_eq!(depth(&text), Ok(levels));
+            let read = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+            assert_eq!(read, levels <= 127, "{levels} levels");
+        }
+    }
+
+    #[test]
+    fn the_walk_of_an_object_counts_its_own_level() {
+        let text = r#"{"a":{"b":[1]},"c":{}}"#;
+        let mut cursor = Cursor::new(text);
+        let mut index = MemberIndex::default();
+        cursor.object_into(&mut index).unwrap();
+        assert_eq!(cursor.deepest(), 3);
+        assert_eq!(depth(text), Ok(3));
+    }
+
+    #[test]
+    fn only_json_whitespace_is_trimmed() {
+        assert_eq!(trim_space(b" \t\r\n{} \n"), b"{}");
+        assert_eq!(trim_space(b" \n "), b"");
+        assert_eq!(trim_space(b""), b"");
+        assert_eq!(trim_space(b"\x0c{}"), b"\x0c{}");
+        assert_eq!(trim_space(b"{}\x0c\n"), b"{}\x0c");
+        assert_eq!(trim_space(b" \x0b "), b"\x0b");
+    }
+
+    #[test]
+    fn a_lone_surrogate_escape_has_no_text() {
+        assert_eq!(string_text(r#""a\u00e9""#).as_deref(), Ok("aé"));
+        assert_eq!(string_text(r#""\ud83d\ude00""#).as_deref(), Ok("\u{1f600}"));
+        for lone in [
+            r#""\ud800""#,
+            r#""\udc00""#,
+            r#""x\ud800y""#,
+            r#""\ud800\u0041""#,
+        ] {
+            assert_eq!(validate(lone), Ok(()), "valid JSON: {lone}");
+            assert_eq!(string_text(lone), Err(TextError::LoneSurrogate), "{lone}");
+        }
+        assert_eq!(string_text("12"), Err(TextError::NotAString));
+        let key = JsonStr {
+            raw: r#""params\ud800""#,
+            escaped: true,
+        };
+        assert_eq!(key.text(), None);
+        assert!(!key.is("params") && !key.is(""));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::ErrorCode;
-use crate::json::{Cursor, Member, MemberIndex, SyntaxError};
+use crate::json::{self, Cursor, Member, MemberIndex, SyntaxError, TextError};
 
 /// The only `jsonrpc` member value this protocol accepts.
 pub const VERSION: &str = "2.0";
@@ -50,8 +50,9 @@ impl<'a> Method<'a> {
     pub fn name(&self) -> Cow<'a, str> {
         let raw = self.raw.get();
         if self.escaped {
-            // `decode` only builds a Method from a raw JSON string.
-            json_str_text(raw).unwrap_or(Cow::Borrowed(""))
+            // `decode` builds a Method only from a string whose text it has
+            // decoded once already, so this cannot fail.
+            json::string_text(raw).unwrap_or_default()
         } else {
             Cow::Borrowed(&raw[1..raw.len() - 1])
         }
@@ -86,6 +87,16 @@ impl fmt::Display for DecodeError<'_> {
     }
 }
 
+/// What the validating walk of a message found besides its envelope.
+#[derive(Debug, Default)]
+pub struct Layout<'a> {
+    /// The members of `params`, when it is an object.
+    pub params: MemberIndex<'a>,
+    /// How deeply the whole message nests (1 for an object of scalars; see
+    /// [`json::depth`]); compare with `limits::MAX_FORWARDED_DEPTH`.
+    pub depth: usize,
+}
+
 /// The envelope's members, as found by one validating walk of the message.
 #[derive(Default)]
 struct Envelope<'a> {
@@ -101,18 +112,20 @@ struct Envelope<'a> {
 
 impl<'a> Envelope<'a> {
     /// Validates the object `text` (its first non-space byte is `{`) and
-    /// finds its members; the members of an object `params` go to `index`.
-    fn walk(text: &'a str, index: &mut MemberIndex<'a>) -> Result<Self, SyntaxError> {
+    /// finds its members; the members of an object `params` and the depth
+    /// of the message go to `layout`.
+    fn walk(text: &'a str, layout: &mut Layout<'a>) -> Result<Self, SyntaxError> {
         let mut envelope = Envelope::default();
         let mut cursor = Cursor::new(text);
         cursor.skip_space();
         cursor.eat(b'{', "'{'")?;
+        cursor.enter();
         cursor.members(|cursor, key| {
             let start = cursor.at();
             // `params` is walked member by member, so that routing finds
             // `serviceId` and `method` without walking the payload again.
             let value_escaped = if key.is("params") && cursor.peek() == Some(b'{') {
-                cursor.object_into(index)?;
+                cursor.object_into(&mut layout.params)?;
                 false
             } else {
                 cursor.value()?
@@ -126,17 +139,19 @@ impl<'a> Envelope<'a> {
             Ok(())
         })?;
         cursor.end()?;
+        layout.depth = cursor.deepest();
         Ok(envelope)
     }
 
     fn record(&mut self, member: Member<'a>) {
-        let (taken, field) = match &*member.key.text() {
-            "jsonrpc" => (self.jsonrpc.replace(member).is_some(), "jsonrpc"),
-            "id" => (self.id.replace(member.value).is_some(), "id"),
-            "method" => (self.method.replace(member).is_some(), "method"),
-            "params" => (self.params.replace(member.value).is_some(), "params"),
-            "result" => (self.result.replace(member.value).is_some(), "result"),
-            "error" => (self.error.replace(member.value).is_some(), "error"),
+        // A key without text (a lone surrogate escape) names no member.
+        let (taken, field) = match member.key.text().as_deref() {
+            Some("jsonrpc") => (self.jsonrpc.replace(member).is_some(), "jsonrpc"),
+            Some("id") => (self.id.replace(member.value).is_some(), "id"),
+            Some("method") => (self.method.replace(member).is_some(), "method"),
+            Some("params") => (self.params.replace(member.value).is_some(), "params"),
+            Some("result") => (self.result.replace(member.value).is_some(), "result"),
+            Some("error") => (self.error.replace(member.value).is_some(), "error"),
             _ => return,
         };
         if taken && self.duplicate.is_none() {
@@ -167,21 +182,17 @@ fn validated(text: &str) -> &RawValue {
 
 /// Classifies one message. Errors say which JSON-RPC error answers it.
 pub fn decode(bytes: &[u8]) -> Result<Message<'_>, DecodeError<'_>> {
-    decode_indexed(bytes, &mut MemberIndex::default())
+    decode_indexed(bytes, &mut Layout::default())
 }
 
-/// [`decode`], and into `index` the members of `params` when it is an
-/// object, found in the same walk ([`MemberIndex::members_of`]).
+/// [`decode`], and into `layout` what the same walk found: the members of
+/// `params` when it is an object ([`MemberIndex::members_of`]) and how
+/// deeply the message nests.
 pub fn decode_indexed<'a>(
     bytes: &'a [u8],
-    index: &mut MemberIndex<'a>,
+    layout: &mut Layout<'a>,
 ) -> Result<Message<'a>, DecodeError<'a>> {
-    // JSON's whitespace, which (unlike `u8::is_ascii_whitespace`) has no
-    // form feed.
-    let first = bytes
-        .iter()
-        .copied()
-        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let first = bytes.iter().copied().find(|&b| !json::is_space(b));
     if first != Some(b'{') {
         return Err(not_an_object(bytes, first));
     }
@@ -195,7 +206,7 @@ pub fn decode_indexed<'a>(
             message: "message is not valid JSON: it is not UTF-8".into(),
         });
     };
-    let envelope = Envelope::walk(text, index).map_err(|error| DecodeError {
+    let envelope = Envelope::walk(text, layout).map_err(|error| DecodeError {
         code: ErrorCode::ParseError,
         id: None,
         reason: "notJson",
@@ -223,14 +234,22 @@ pub fn decode_indexed<'a>(
         }
         other => other.map(validated),
     };
-    match envelope.jsonrpc.as_ref().and_then(Member::value_str) {
-        Some(version) if version == VERSION => {}
+    match envelope.jsonrpc.as_ref().map(Member::value_str) {
+        Some(Ok(version)) if version == VERSION => {}
         _ => return Err(invalid(id, "badVersion", "jsonrpc must be \"2.0\"".into())),
     }
 
     if let Some(method) = envelope.method {
-        if !method.value.starts_with('"') {
-            return Err(invalid(id, "badMethod", "method must be a string".into()));
+        // Decoded here only when escaped (rare): a name without text is
+        // refused rather than read as some other name.
+        let text = match (method.value.starts_with('"'), method.value_escaped) {
+            (false, _) => Err(TextError::NotAString),
+            (true, true) => json::string_text(method.value).map(|_| ()),
+            (true, false) => Ok(()),
+        };
+        if let Err(error) = text {
+            let message = format!("method {error}");
+            return Err(invalid(id, "badMethod", message));
         }
         let method = Method {
             raw: validated(method.value),
@@ -320,22 +339,10 @@ fn is_valid_id(id: &str) -> bool {
     )
 }
 
-/// The text of a raw JSON string, borrowed when it has no escapes; `None` when
-/// the value is not a string.
-pub fn json_str(raw: &RawValue) -> Option<Cow<'_, str>> {
-    json_str_text(raw.get())
-}
-
-/// [`json_str`] over the text of a JSON value known to be valid.
-pub fn json_str_text(text: &str) -> Option<Cow<'_, str>> {
-    if !text.starts_with('"') {
-        return None;
-    }
-    if !text.contains('\\') {
-        // A raw JSON string without escapes is its text between the quotes.
-        return Some(Cow::Borrowed(&text[1..text.len() - 1]));
-    }
-    serde_json::from_str::<String>(text).ok().map(Cow::Owned)
+/// The text of a raw JSON string, borrowed when it has no escapes; an error
+/// when the value is not a string or has no Unicode text.
+pub fn json_str(raw: &RawValue) -> Result<Cow<'_, str>, TextError> {
+    json::string_text(raw.get())
 }
 
 /// A request id of a message this side sends.
@@ -597,24 +604,82 @@ mod tests {
     #[test]
     fn the_index_holds_the_members_of_params() {
         let message = br#"{"jsonrpc":"2.0","method":"clientService/notify","params":{"serviceId":"s","method":"x","params":{"k":[1,{"d":"\""}]}}}"#;
-        let mut index = MemberIndex::default();
-        let Message::Notification { params, .. } = decode_indexed(message, &mut index).unwrap()
+        let mut layout = Layout::default();
+        let Message::Notification { params, .. } = decode_indexed(message, &mut layout).unwrap()
         else {
             panic!("a notification");
         };
+        assert_eq!(layout.depth, 5);
         let params = params.unwrap();
-        let indexed: Vec<_> = index.members_of(params.get()).unwrap().collect();
+        let indexed: Vec<_> = layout.params.members_of(params.get()).unwrap().collect();
         let walked: Vec<_> = crate::scan::members(params).collect();
         assert_eq!(indexed, walked);
         assert_eq!(indexed[2].value, r#"{"k":[1,{"d":"\""}]}"#);
 
         // Params that are not an object leave the index empty and unclaimed.
-        let mut index = MemberIndex::default();
+        let mut layout = Layout::default();
         let message = br#"{"jsonrpc":"2.0","method":"m","params":[1]}"#;
-        let Message::Notification { params, .. } = decode_indexed(message, &mut index).unwrap()
+        let Message::Notification { params, .. } = decode_indexed(message, &mut layout).unwrap()
         else {
             panic!("a notification");
         };
-        assert!(index.members_of(params.unwrap().get()).is_none());
+        assert!(layout.params.members_of(params.unwrap().get()).is_none());
+        assert_eq!(layout.depth, 2);
+    }
+
+    #[test]
+    fn the_layout_counts_every_level_of_the_message() {
+        for (message, depth) in [
+            (&br#"{"jsonrpc":"2.0","method":"m"}"#[..], 1),
+            (br#"{"jsonrpc":"2.0","method":"m","params":{}}"#, 2),
+            (br#"{"jsonrpc":"2.0","method":"m","params":{"a":[[]]}}"#, 4),
+            (
+                br#"{"jsonrpc":"2.0","method":"m","x":[[[[]]]],"params":{}}"#,
+                5,
+            ),
+            (br#"{"jsonrpc":"2.0","id":1,"result":[[[]]]}"#, 4),
+        ] {
+            let mut layout = Layout::default();
+            decode_indexed(message, &mut layout).unwrap();
+            assert_eq!(layout.depth, depth, "{}", String::from_utf8_lossy(message));
+        }
+        let deep = format!(
+            r#"{{"jsonrpc":"2.0","method":"m","params":{{"p":{}1{}}}}}"#,
+            "[".repeat(300),
+            "]".repeat(300)
+        );
+        let mut layout = Layout::default();
+        decode_indexed(deep.as_bytes(), &mut layout).unwrap();
+        assert_eq!(layout.depth, 302);
+    }
+
+    #[test]
+    fn a_method_without_unicode_text_is_a_bad_method() {
+        for message in [
+            &br#"{"jsonrpc":"2.0","id":4,"method":"\ud800"}"#[..],
+            br#"{"jsonrpc":"2.0","method":"ping\udfff"}"#,
+        ] {
+            let error = decode(message).unwrap_err();
+            assert_eq!(error.code, ErrorCode::InvalidRequest);
+            assert_eq!(error.reason, "badMethod");
+            assert!(error.message.starts_with("method "), "{}", error.message);
+            assert!(error.message.contains("surrogate"), "{}", error.message);
+        }
+        let error = decode(br#"{"jsonrpc":"2.0","id":4,"method":"\ud800"}"#).unwrap_err();
+        assert_eq!(error.id.map(RawValue::get), Some("4"));
+        // A pair is text.
+        match decode(br#"{"jsonrpc":"2.0","method":"a\ud83d\ude00"}"#).unwrap() {
+            Message::Notification { method, .. } => assert_eq!(method.name(), "a\u{1f600}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_key_without_unicode_text_names_no_member() {
+        let message = br#"{"jsonrpc":"2.0","id":1,"method":"m","params\ud800":[1]}"#;
+        match decode(message).unwrap() {
+            Message::Request { params, .. } => assert!(params.is_none()),
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -35,6 +35,24 @@ pub struct Limits {
     pub max_connections: u64,
 }
 
+/// The deepest nesting of a message the hub forwards. serde_json, the
+/// reader of the Rust SDKs (this one and AHP's), refuses a 128th level by
+/// default, so a forwarded message nests 127 levels at most: the hub refuses
+/// (requests, registrations) or drops (notifications) anything deeper, never
+/// forwarding what a receiver could not read. Not configurable: it is a
+/// property of the receivers, not of the hub.
+pub const MAX_FORWARDED_DEPTH: usize = 127;
+
+/// The deepest a payload (`params` of `clientService/notify` and
+/// `clientService/request`) may nest: it is forwarded two levels down
+/// (`{"params":{"params":…}}`), as it arrived.
+pub const MAX_PAYLOAD_DEPTH: usize = MAX_FORWARDED_DEPTH - 2;
+
+/// The deepest service metadata may nest: the deepest place it is forwarded
+/// is seven levels down, in `initialize`'s catalog snapshot
+/// (`result.snapshots[].state.services[].metadata`).
+pub const MAX_METADATA_DEPTH: usize = MAX_FORWARDED_DEPTH - 7;
+
 /// The names of the limits, as they appear on the wire.
 pub mod names {
     pub const MAX_MESSAGE_BYTES: &str = "maxMessageBytes";

@@ -220,7 +220,7 @@ fn request_params_keep_payload_bytes_and_timeout() {
     let (params, encoded) = round_trip::<RequestParams>(&text);
     let expected = r#"{"name": "status",  "arguments": {"verbose": true}}"#;
     assert_raw(&text, params.params.unwrap(), &encoded, expected);
-    assert_eq!(params.timeout_ms.map(RawValue::get), Some("5000"));
+    assert_eq!(params.timeout_ms, Some(5000));
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use crate::conn::Conn;
 use crate::state::HubState;
+use crate::teardown;
 
 pub mod http;
 pub mod unix;
@@ -21,6 +22,36 @@ pub const FLUSH_GRACE: Duration = Duration::from_secs(5);
 
 /// The longest a reader pauses for the queues it congested (flow control).
 pub const STALL_BOUND: Duration = Duration::from_millis(20);
+
+/// How long an accept loop sleeps after a failed accept (out of descriptors,
+/// out of memory): doubling from 5 ms up to 1 s while accepts keep failing,
+/// back to the start after one succeeds. Retrying at once would spin a core
+/// while the cause lasts; a fixed long sleep would leave the listen queue
+/// unserved after a blip.
+pub struct AcceptBackoff {
+    next: Duration,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    pub fn new() -> Self {
+        AcceptBackoff { next: Self::FIRST }
+    }
+
+    /// An accept failed: how long to sleep before the next.
+    pub fn failed(&mut self) -> Duration {
+        let delay = self.next;
+        self.next = (delay * 2).min(Self::MAX);
+        delay
+    }
+
+    /// An accept succeeded.
+    pub fn succeeded(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
 
 /// Flow control, between two reads: waits for every queue this connection's
 /// messages pushed past its soft watermark to drain, at most [`STALL_BOUND`]
@@ -56,7 +87,7 @@ pub async fn run(
 ) {
     let reader = async {
         read.await;
-        hub.disconnect(&conn);
+        teardown::disconnect(&hub, &conn);
     };
     let mut reader = pin!(reader);
     let mut writer = pin!(write);
@@ -71,5 +102,19 @@ pub async fn run(
             reader.await;
         }
     }
-    hub.release(&conn);
+    teardown::release(&hub, &conn);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_backoff_doubles_to_its_bound_and_resets_on_success() {
+        let mut backoff = AcceptBackoff::new();
+        let delays: Vec<u128> = (0..10).map(|_| backoff.failed().as_millis()).collect();
+        assert_eq!(delays, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        backoff.succeeded();
+        assert_eq!(backoff.failed().as_millis(), 5);
+    }
 }

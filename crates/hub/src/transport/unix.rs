@@ -16,11 +16,12 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::task::TaskTracker;
 
+use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
-use crate::dispatch::{Flow, Session};
 use crate::outbound::Batch;
+use crate::session::{Flow, Session};
 use crate::state::HubState;
-use crate::transport;
+use crate::transport::{self, AcceptBackoff};
 use crate::wire;
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -41,27 +42,43 @@ pub fn bind(path: &Path) -> io::Result<UnixListener> {
     Ok(listener)
 }
 
-/// Accepts until shutdown begins; each connection gets its own task.
+/// Accepts until shutdown begins. Each socket takes a connection slot (or a
+/// refusal slot) before a task is spawned for it (`admission.rs`).
 pub async fn accept_loop(hub: Arc<HubState>, listener: UnixListener, tasks: TaskTracker) {
+    let mut backoff = AcceptBackoff::new();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = hub.stopping() => return,
         };
-        match accepted {
-            Ok((stream, _)) => match hub.admit(Transport::Unix) {
-                Ok(conn) => {
-                    tasks.spawn(serve(hub.clone(), conn, stream));
-                }
-                Err(refused) => {
-                    tasks.spawn(refuse(stream, refused.max));
-                }
-            },
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                backoff.succeeded();
+                stream
+            }
             Err(error) => {
                 // Out of descriptors or similar: back off instead of spinning.
-                tracing::warn!(%error, "accept failed on the Unix socket");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let delay = backoff.failed();
+                tracing::warn!(%error, ?delay, "accept failed on the Unix socket");
+                tokio::time::sleep(delay).await;
+                continue;
             }
+        };
+        match hub.admission.at_accept() {
+            Some(Slot::Connection(slot)) => {
+                if let Ok(conn) = hub.admission.admit(slot, Transport::Unix, &hub.limits) {
+                    tasks.spawn(serve(hub.clone(), conn, stream));
+                }
+            }
+            Some(Slot::Refusal(permit)) => {
+                hub.admission.count_refused();
+                let max = hub.admission.max();
+                tasks.spawn(async move {
+                    refuse(stream, max).await;
+                    drop(permit);
+                });
+            }
+            None => drop(stream),
         }
     }
 }

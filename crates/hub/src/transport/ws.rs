@@ -1,7 +1,13 @@
 //! The WebSocket listener: one JSON-RPC message per text frame, plus
 //! `GET /metrics` and `GET /healthz` on the same port.
 //!
-//! Browser defences, before anything else is read: an `Origin` header not in
+//! Bounded before any work: the accept loop takes a connection slot (or a
+//! refusal slot, see `admission.rs`) before it spawns the task that reads
+//! the HTTP head, so a socket that never sends its head holds a slot, not
+//! an unbounded task. A socket in a refusal slot is still served `/metrics`
+//! and `/healthz`; its upgrade gets 503.
+//!
+//! Browser defences, first thing after the head: an `Origin` header not in
 //! the allow-list gets 403 (web pages always send one; other clients do
 //! not), and on a loopback listener a `Host` that is not a loopback name gets
 //! 403 too (DNS rebinding). No response carries CORS headers.
@@ -20,36 +26,63 @@ use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::task::TaskTracker;
 
+use crate::admission::{ConnectionSlot, Slot};
 use crate::conn::{Conn, Transport};
-use crate::dispatch::{Bearer, Flow, Session};
 use crate::outbound::Batch;
+use crate::session::{Bearer, Flow, Session};
 use crate::state::HubState;
-use crate::transport::{self, http};
+use crate::teardown;
+use crate::transport::{self, http, AcceptBackoff};
 
 type Socket = WebSocketStream<TcpStream>;
 
-/// Accepts until shutdown begins; each connection gets its own task.
+/// tungstenite's read buffer, which every connection allocates up front and
+/// keeps (it is also the most one read takes). The Unix transport reads into
+/// a per-thread buffer instead; 4 KiB (tungstenite's own advice for many
+/// connections, 20 small messages a read) keeps an idle WebSocket
+/// connection near an idle Unix one: `docs/performance.md` has the figures.
+const READ_BUFFER: usize = 4 * 1024;
+
+/// Accepts until shutdown begins. Each socket takes a slot before a task is
+/// spawned for it; with neither a connection nor a refusal slot free it is
+/// closed at once.
 pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
     let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let mut backoff = AcceptBackoff::new();
     loop {
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = hub.stopping() => return,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                let _ = stream.set_nodelay(true);
-                tasks.spawn(handle(hub.clone(), stream, peer, loopback));
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
+                backoff.succeeded();
+                accepted
             }
             Err(error) => {
-                tracing::warn!(%error, "accept failed on the WebSocket listener");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let delay = backoff.failed();
+                tracing::warn!(%error, ?delay, "accept failed on the WebSocket listener");
+                tokio::time::sleep(delay).await;
+                continue;
             }
-        }
+        };
+        let Some(slot) = hub.admission.at_accept() else {
+            continue; // closed by the drop
+        };
+        let _ = stream.set_nodelay(true);
+        tasks.spawn(handle(hub.clone(), stream, peer, loopback, slot));
     }
 }
 
-async fn handle(hub: Arc<HubState>, mut stream: TcpStream, peer: SocketAddr, loopback: bool) {
+/// One HTTP request on the WebSocket port, within the slot it was accepted
+/// in (held until this returns, or handed to the connection by `upgrade`).
+async fn handle(
+    hub: Arc<HubState>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    loopback: bool,
+    slot: Slot,
+) {
     let head = match tokio::time::timeout(http::HEAD_TIMEOUT, http::read_head(&mut stream)).await {
         Ok(Ok(Some(head))) => head,
         _ => return,
@@ -81,19 +114,32 @@ async fn handle(hub: Arc<HubState>, mut stream: TcpStream, peer: SocketAddr, loo
             )
             .await;
         }
-        return upgrade(hub, stream, head).await;
+        return match slot {
+            Slot::Connection(slot) => upgrade(hub, stream, head, slot).await,
+            Slot::Refusal(_) => {
+                hub.admission.count_refused();
+                let body = format!(
+                    "the hub already serves {} connections (maxConnections)\n",
+                    hub.admission.max()
+                );
+                http::text(&mut stream, 503, "Service Unavailable", &body).await
+            }
+        };
     }
-    match (head.method.as_str(), path) {
-        ("GET", "/healthz") if !hub.is_stopping() => {
-            http::text(&mut stream, 200, "OK", "ok\n").await
-        }
+    serve_http(&hub, &mut stream, &head.method, path).await
+}
+
+/// A plain HTTP request: `/healthz`, `/metrics`, or a refusal.
+async fn serve_http(hub: &HubState, stream: &mut TcpStream, method: &str, path: &str) {
+    match (method, path) {
+        ("GET", "/healthz") if !hub.is_stopping() => http::text(stream, 200, "OK", "ok\n").await,
         ("GET", "/healthz") => {
-            http::text(&mut stream, 503, "Service Unavailable", "shutting down\n").await
+            http::text(stream, 503, "Service Unavailable", "shutting down\n").await
         }
         ("GET", "/metrics") => {
             let body = hub.metrics_text();
             http::respond(
-                &mut stream,
+                stream,
                 200,
                 "OK",
                 "text/plain; version=0.0.4; charset=utf-8",
@@ -102,10 +148,10 @@ async fn handle(hub: Arc<HubState>, mut stream: TcpStream, peer: SocketAddr, loo
             )
             .await
         }
-        ("GET", _) => http::text(&mut stream, 404, "Not Found", "not found\n").await,
+        ("GET", _) => http::text(stream, 404, "Not Found", "not found\n").await,
         _ => {
             http::respond(
-                &mut stream,
+                stream,
                 405,
                 "Method Not Allowed",
                 "text/plain",
@@ -117,7 +163,12 @@ async fn handle(hub: Arc<HubState>, mut stream: TcpStream, peer: SocketAddr, loo
     }
 }
 
-async fn upgrade(hub: Arc<HubState>, mut stream: TcpStream, head: http::Head) {
+async fn upgrade(
+    hub: Arc<HubState>,
+    mut stream: TcpStream,
+    head: http::Head,
+    slot: ConnectionSlot,
+) {
     let Some(key) = head
         .header("sec-websocket-key")
         .filter(|_| head.header("sec-websocket-version") == Some("13"))
@@ -142,15 +193,8 @@ async fn upgrade(hub: Arc<HubState>, mut stream: TcpStream, head: http::Head) {
             None => Bearer::Invalid,
         }
     });
-    let conn = match hub.admit(Transport::WebSocket) {
-        Ok(conn) => conn,
-        Err(refused) => {
-            let body = format!(
-                "the hub already serves {} connections (maxConnections)\n",
-                refused.max
-            );
-            return http::text(&mut stream, 503, "Service Unavailable", &body).await;
-        }
+    let Ok(conn) = hub.admission.admit(slot, Transport::WebSocket, &hub.limits) else {
+        return http::text(&mut stream, 503, "Service Unavailable", "shutting down\n").await;
     };
     let accept = derive_accept_key(key.as_bytes());
     let response = format!(
@@ -160,13 +204,13 @@ async fn upgrade(hub: Arc<HubState>, mut stream: TcpStream, head: http::Head) {
         .await
         .is_err()
     {
-        hub.disconnect(&conn);
-        hub.release(&conn);
+        teardown::disconnect(&hub, &conn);
+        teardown::release(&hub, &conn);
         return;
     }
     let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
     let config = WebSocketConfig::default()
-        .read_buffer_size(16 * 1024)
+        .read_buffer_size(READ_BUFFER)
         .write_buffer_size(64 * 1024)
         .max_message_size(Some(max))
         .max_frame_size(Some(max));

@@ -365,3 +365,165 @@ async fn a_reload_does_not_change_the_limits_in_force() {
         .await;
     expect_limit(&owner.response(&id).await, "maxMethodBytes", 8);
 }
+
+/// `maxConnections` bounds sockets from the moment they are accepted: a
+/// WebSocket-port socket holds its slot while the hub waits for its HTTP
+/// head, so sockets that never send one cannot make the hub take more.
+#[tokio::test]
+async fn a_socket_on_the_websocket_port_holds_a_slot_before_it_sends_its_head() {
+    let hub = TestHub::with_config("[limits]\nmaxConnections = 2\n").await;
+    let address = hub.ws.trim_start_matches("ws://").trim_end_matches('/');
+    // Accepted in order: these two take the two slots.
+    let mut silent = Vec::new();
+    for _ in 0..2 {
+        silent.push(tokio::net::TcpStream::connect(address).await.unwrap());
+    }
+
+    assert_eq!(
+        hub.ws_connect_with("refused-ws", &[]).await.err(),
+        Some(503)
+    );
+    let mut refused = hub.connect("refused-unix").await;
+    let answer = refused.next().await;
+    expect_limit(&answer, "maxConnections", 2);
+    refused.wait_closed().await;
+    // A full hub still answers its health check and metrics.
+    assert_eq!(hub.http_get("/healthz", &[]).await.0, 200);
+    let (status, metrics) = hub.http_get("/metrics", &[]).await;
+    assert_eq!(status, 200);
+    assert_eq!(metric_value(&metrics, "switchboard_connections"), 0);
+    assert_eq!(
+        metric_value(&metrics, "switchboard_connections_refused_total"),
+        2
+    );
+
+    // Closing them frees their slots.
+    drop(silent);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut client = loop {
+        match hub.ws_connect_with("admitted", &[]).await {
+            Ok(client) => break client,
+            Err(503) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await
+            }
+            Err(status) => panic!("the upgrade got {status} after the slots were freed"),
+        }
+    };
+    client.initialize_ok(Some(&hub.token)).await;
+}
+
+/// `levels` nested arrays around `1`: JSON text that nests `levels` deep.
+fn nested(levels: usize) -> String {
+    format!("{}1{}", "[".repeat(levels), "]".repeat(levels))
+}
+
+/// Whatever the hub forwards, serde_json with its default recursion limit
+/// (127 levels) can read: a payload may nest 125 levels (it is forwarded two
+/// levels down), an owner's result 126. Past that a notification is dropped
+/// and counted, a request refused with `-32602` `params`, an answer replaced
+/// by `-32603`. (Every client here reads with serde_json's defaults, so a
+/// forwarded message it could not read would fail the test.)
+#[tokio::test]
+async fn nothing_nested_deeper_than_serde_json_reads_is_forwarded() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let service = owner.register(json!({})).await;
+    let mut caller = hub.client("caller").await;
+    let notify = |levels| {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"clientService/notify","params":{{"serviceId":"{service}","method":"n","params":{}}}}}"#,
+            nested(levels)
+        )
+    };
+    let request = |id, levels| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"clientService/request","params":{{"serviceId":"{service}","method":"r","params":{}}}}}"#,
+            nested(levels)
+        )
+    };
+
+    // Notifications: 125 levels arrive, 126 are dropped as too deep.
+    caller.send_line(&notify(125)).await;
+    let note = owner.next().await;
+    assert_eq!(raw_member(&note.raw, &["params", "params"]), nested(125));
+    caller.send_line(&notify(126)).await;
+    expect_result(&caller.request("ping", json!(null)).await);
+    owner.expect_silence(SILENCE).await;
+    let too_deep = "switchboard_notifications_dropped_total{reason=\"too_deep\"}";
+    assert_eq!(hub.metric(too_deep), 1);
+
+    // Requests: 125 levels are forwarded, 126 refused naming params.
+    caller.send_line(&request(1, 125)).await;
+    let handle = owner.handle_request().await;
+    assert_eq!(raw_member(&handle.raw, &["params", "params"]), nested(125));
+    caller.send_line(&request(2, 126)).await;
+    let error = expect_error(&caller.response(&json!(2)).await, code::INVALID_PARAMS);
+    assert_eq!(error["data"]["field"], "params");
+    assert!(
+        error["message"].as_str().unwrap().contains("125"),
+        "{error}"
+    );
+
+    // Answers: a result of 126 levels is passed on, 127 would make the
+    // caller's message 128 deep and becomes -32603.
+    let answer = |id: &Value, levels| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
+            nested(levels)
+        )
+    };
+    owner.send_line(&answer(&handle["id"], 126)).await;
+    let result = caller
+        .receive(|m| is_response(m) && m["id"] == 1, WAIT)
+        .await;
+    assert_eq!(raw_member(&result.raw, &["result"]), nested(126));
+    caller.send_line(&request(3, 1)).await;
+    let handle = owner.handle_request().await;
+    owner.send_line(&answer(&handle["id"], 127)).await;
+    let error = expect_error(&caller.response(&json!(3)).await, code::INTERNAL_ERROR);
+    assert!(
+        error["message"].as_str().unwrap().contains("127"),
+        "{error}"
+    );
+    hub.assert_bookkeeping_released().await;
+}
+
+/// Metadata travels deepest inside `initialize`'s snapshot, seven levels
+/// down: it may nest 120 levels; 121 are refused with `-32602` `metadata`,
+/// at registration and at update alike.
+#[tokio::test]
+async fn metadata_may_nest_120_levels_and_no_more() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let metadata = |levels: usize| format!(r#"{{"deep":{}}}"#, nested(levels - 1));
+    let register = |id, levels| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"client/registerService","params":{{"metadata":{}}}}}"#,
+            metadata(levels)
+        )
+    };
+    owner.send_line(&register(1, 120)).await;
+    let service = expect_result(&owner.response(&json!(1)).await)["serviceId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    owner.send_line(&register(2, 121)).await;
+    let error = expect_error(&owner.response(&json!(2)).await, code::INVALID_PARAMS);
+    assert_eq!(error["data"]["field"], "metadata");
+    owner
+        .send_line(&format!(
+            r#"{{"jsonrpc":"2.0","id":3,"method":"client/updateService","params":{{"serviceId":"{service}","metadata":{}}}}}"#,
+            metadata(121)
+        ))
+        .await;
+    let error = expect_error(&owner.response(&json!(3)).await, code::INVALID_PARAMS);
+    assert_eq!(error["data"]["field"], "metadata");
+
+    // The deepest place it goes: a snapshot in an initialize result.
+    let mut watcher = hub.connect("watcher").await;
+    let init = watcher
+        .initialize_with(json!({"authToken": hub.token, "initialSubscriptions": [CATALOG]}))
+        .await;
+    let listed = &expect_result(&init)["snapshots"][0]["state"]["services"][0];
+    assert_eq!(listed["serviceId"], service.as_str());
+}

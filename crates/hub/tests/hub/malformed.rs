@@ -444,3 +444,133 @@ async fn a_last_message_without_its_newline_is_handled_when_the_peer_closes() {
     let note = owner.next().await;
     assert_eq!(note["params"]["params"], "last words");
 }
+
+/// `docs/protocol.md`: JSON whitespace is space, tab, CR and LF only. Any
+/// other byte before or after a message (a form feed, a vertical tab, NUL)
+/// makes the line `-32700`, and so does a line of nothing but such bytes; a
+/// line of JSON whitespace alone is ignored. The same on both transports.
+#[tokio::test]
+async fn bytes_other_than_json_whitespace_around_a_message_are_a_parse_error() {
+    let hub = TestHub::start().await;
+    let mut unix = hub.client("unix").await;
+    let mut ws = hub.ws_connect("ws").await;
+    ws.initialize_ok(Some(&hub.token)).await;
+    let ping: &[u8] = br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    let lines: [Vec<u8>; 8] = [
+        [b"\x0c", ping].concat(),
+        [ping, b"\x0c"].concat(),
+        [b" \x0c\t", ping, b" "].concat(),
+        [ping, b"\x0b"].concat(),
+        b"\x0c".to_vec(),
+        b"\x0c\x0c \t".to_vec(),
+        b"\x0b".to_vec(),
+        b"\x00".to_vec(),
+    ];
+    for client in [&mut unix, &mut ws] {
+        for line in &lines {
+            expect_refused(client, line, code::PARSE_ERROR, Value::Null, "notJson").await;
+        }
+        client.send_raw(b" \t\r\n").await;
+        client.send_raw(&[b" \t\r", ping, b" \r\n"].concat()).await;
+        let answer = client.response(&json!(7)).await;
+        assert_eq!(expect_result(&answer), Value::Null);
+        client.expect_silence(SILENCE).await;
+    }
+}
+
+/// A string escape may be half a surrogate pair (`"\ud800"`): valid JSON, no
+/// Unicode text. Where the hub reads such a string it says so and names the
+/// field; it never reads it as some other (say, empty) text.
+#[tokio::test]
+async fn a_string_without_unicode_text_is_refused_naming_its_field() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let service = owner.register(json!({})).await;
+    let mut client = hub.client("client").await;
+    let says_why = |error: &Value| {
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains("surrogate"), "{error}");
+    };
+
+    // The method of the message itself: -32600 badMethod, with its id.
+    let lines: [&[u8]; 2] = [
+        br#"{"jsonrpc":"2.0","id":5,"method":"ping\ud800"}"#,
+        br#"{"jsonrpc":"2.0","id":5,"method":"\udc00"}"#,
+    ];
+    for line in lines {
+        let error = expect_refused(
+            &mut client,
+            line,
+            code::INVALID_REQUEST,
+            json!(5),
+            "badMethod",
+        )
+        .await;
+        says_why(&error);
+    }
+
+    // Members the hub reads: -32602 with data.field.
+    let cases = [
+        (
+            "clientService/request",
+            format!(r#"{{"serviceId":"{service}\ud800","method":"m"}}"#),
+            "serviceId",
+        ),
+        (
+            "clientService/request",
+            format!(r#"{{"serviceId":"{service}","method":"m\udfff"}}"#),
+            "method",
+        ),
+        (
+            "subscribe",
+            r#"{"channel":"ahp-client-services://\ud800"}"#.to_owned(),
+            "channel",
+        ),
+        (
+            "client/updateService",
+            r#"{"serviceId":"\ud800","metadata":{}}"#.to_owned(),
+            "serviceId",
+        ),
+        (
+            "client/unregisterService",
+            r#"{"serviceId":"svc-\ud800"}"#.to_owned(),
+            "serviceId",
+        ),
+    ];
+    for (id, (method, params, field)) in (100..).zip(cases) {
+        client
+            .send_line(&format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#
+            ))
+            .await;
+        let answer = client.response(&json!(id)).await;
+        let error = expect_error(&answer, code::INVALID_PARAMS);
+        assert_eq!(error["data"]["field"], field, "{method}: {answer:?}");
+        says_why(&error);
+    }
+
+    // Before initialize: the token.
+    let mut fresh = hub.connect("fresh").await;
+    fresh
+        .send_line(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"authToken":"\ud800"}}"#,
+        )
+        .await;
+    let error = expect_error(&fresh.response(&json!(1)).await, code::INVALID_PARAMS);
+    assert_eq!(error["data"]["field"], "authToken");
+    says_why(&error);
+
+    // A notification is never answered: dropped and counted as malformed.
+    client
+        .send_line(&format!(
+            r#"{{"jsonrpc":"2.0","method":"clientService/notify","params":{{"serviceId":"{service}","method":"m\ud800"}}}}"#
+        ))
+        .await;
+    expect_result(&client.request("ping", json!(null)).await);
+    assert_eq!(
+        hub.metric("switchboard_notifications_dropped_total{reason=\"malformed\"}"),
+        1
+    );
+    owner.expect_silence(SILENCE).await;
+    client.expect_silence(SILENCE).await;
+}

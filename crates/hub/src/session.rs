@@ -13,9 +13,9 @@ use switchboard_protocol::hub::{
     method, RegisterServiceResult, ServerInfo, CATALOG_CHANNEL, PROTOCOL_VERSION, ROOT_CHANNEL,
     SERVER_NAME, SUPPORTED_VERSIONS,
 };
-use switchboard_protocol::json::MemberIndex;
-use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Message};
-use switchboard_protocol::limits::names;
+use switchboard_protocol::json;
+use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Layout, Message};
+use switchboard_protocol::limits::{names, MAX_METADATA_DEPTH};
 use switchboard_protocol::{ErrorCode, Principal};
 
 use crate::conn::{Conn, Identity};
@@ -23,7 +23,9 @@ use crate::ids;
 use crate::metrics::{Counters, NotifyDrop};
 use crate::outbound::{Class, Pushed};
 use crate::policy::Authenticated;
+use crate::reload;
 use crate::reply;
+use crate::requests;
 use crate::router;
 use crate::state::HubState;
 use crate::wire;
@@ -95,9 +97,11 @@ fn object<'a, T: Deserialize<'a> + Default>(
     }
 }
 
+/// A member that must be a string with Unicode text; the error names it.
 fn string_member<'a>(raw: Option<&'a RawValue>, field: &str) -> Result<Cow<'a, str>, ErrorObject> {
-    raw.and_then(json_str)
-        .ok_or_else(|| reply::invalid_params(field, format!("{field} must be a string")))
+    let raw =
+        raw.ok_or_else(|| reply::invalid_params(field, format!("{field} must be a string")))?;
+    json_str(raw).map_err(|error| reply::invalid_params(field, format!("{field} {error}")))
 }
 
 fn string_list<'a>(raw: &'a RawValue, field: &str) -> Result<Vec<Cow<'a, str>>, ErrorObject> {
@@ -106,8 +110,9 @@ fn string_list<'a>(raw: &'a RawValue, field: &str) -> Result<Vec<Cow<'a, str>>, 
     items
         .into_iter()
         .map(|item| {
-            json_str(item).ok_or_else(|| {
-                reply::invalid_params(field, format!("{field} must be a list of strings"))
+            json_str(item).map_err(|error| {
+                let what = format!("{field} must be a list of strings: an item {error}");
+                reply::invalid_params(field, what)
             })
         })
         .collect()
@@ -125,7 +130,23 @@ fn metadata_member(raw: Option<&RawValue>, max: u64) -> Result<&RawValue, ErrorO
             format!("metadata is {size} bytes; at most {max} are allowed"),
         ));
     }
-    Ok(metadata)
+    // Metadata is forwarded up to seven levels down (in `initialize`'s
+    // snapshot): deeper than this, a receiver's serde_json could not read it.
+    // (A second walk of at most maxMetadataBytes, on a cold path.)
+    match json::depth(metadata.get()) {
+        Ok(depth) if depth <= MAX_METADATA_DEPTH => Ok(metadata),
+        Ok(depth) => Err(reply::invalid_params(
+            "metadata",
+            format!(
+                "metadata nests {depth} levels deep; at most {MAX_METADATA_DEPTH} are allowed, \
+                 so that every message carrying it stays readable (serde_json reads 127)"
+            ),
+        )),
+        Err(error) => Err(reply::invalid_params(
+            "metadata",
+            format!("metadata is not JSON: {error}"),
+        )),
+    }
 }
 
 impl Session {
@@ -143,7 +164,8 @@ impl Session {
 
     /// Handles one complete message (a line or a frame, without its `\n`).
     pub fn on_message(&mut self, bytes: &[u8]) -> Flow {
-        let bytes = bytes.trim_ascii();
+        // JSON whitespace only: a form feed around a message is -32700.
+        let bytes = json::trim_space(bytes);
         if bytes.is_empty() {
             return Flow::Continue;
         }
@@ -151,8 +173,8 @@ impl Session {
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
-        let mut index = MemberIndex::default();
-        match jsonrpc::decode_indexed(bytes, &mut index) {
+        let mut layout = Layout::default();
+        match jsonrpc::decode_indexed(bytes, &mut layout) {
             Err(error) => {
                 Counters::inc(&self.conn.counters.protocol_errors);
                 let object = ErrorObject::new(error.code, error.message)
@@ -161,15 +183,15 @@ impl Session {
                 Flow::Continue
             }
             Ok(Message::Request { id, method, params }) => {
-                self.on_request(id, &method.name(), params, &index)
+                self.on_request(id, &method.name(), params, &layout)
             }
             Ok(Message::Notification { method, params }) => {
-                self.on_notification(&method.name(), params, &index);
+                self.on_notification(&method.name(), params, &layout);
                 Flow::Continue
             }
             Ok(Message::Response { id, outcome }) => {
                 if self.conn.identity().is_some() {
-                    router::response(&self.hub, &self.conn, id, outcome);
+                    router::response(&self.hub, &self.conn, id, outcome, layout.depth);
                 } else {
                     Counters::inc(&self.conn.counters.responses_dropped);
                 }
@@ -215,13 +237,14 @@ impl Session {
         }
     }
 
-    /// `index`: the members of `params`, as `decode_indexed` found them.
+    /// `layout`: what `decode_indexed` found (the members of `params`, the
+    /// message's depth).
     fn on_request(
         &mut self,
         id: &RawValue,
         name: &str,
         params: Option<&RawValue>,
-        index: &MemberIndex<'_>,
+        layout: &Layout<'_>,
     ) -> Flow {
         match name {
             method::PING => {
@@ -246,7 +269,7 @@ impl Session {
             method::UNREGISTER_SERVICE => self.reply(id, self.unregister(params)),
             method::UPDATE_SERVICE => self.reply(id, self.update(identity, params)),
             method::SUBSCRIBE => self.subscribe(id, params),
-            method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params, index),
+            method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params, layout),
             method::RELOAD => self.reply(id, self.reload(identity)),
             method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
                 let error = reply::invalid_request(
@@ -266,18 +289,18 @@ impl Session {
         Flow::Continue
     }
 
-    fn on_notification(&self, name: &str, params: Option<&RawValue>, index: &MemberIndex<'_>) {
+    fn on_notification(&self, name: &str, params: Option<&RawValue>, layout: &Layout<'_>) {
         let counters = &self.conn.counters;
         let Some(identity) = self.conn.identity() else {
             return counters.notification_dropped(NotifyDrop::NotInitialized);
         };
         match name {
-            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params, index),
-            method::CANCEL_REQUEST => router::cancel(&self.hub, &self.conn, params),
+            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params, layout),
+            method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
             method::UNSUBSCRIBE => {
                 let channel = object::<RawChannelParams<'_>>(params)
                     .ok()
-                    .and_then(|p| p.channel.and_then(json_str));
+                    .and_then(|p| json_str(p.channel?).ok());
                 if channel.as_deref() == Some(CATALOG_CHANNEL) {
                     self.hub.registry.unsubscribe(&self.conn);
                 }
@@ -445,7 +468,7 @@ impl Session {
         let params: RawServiceParams<'_> = object(params)?;
         let service_id = string_member(params.service_id, "serviceId")?;
         let route = self.hub.registry.unregister(&self.conn, &service_id)?;
-        router::service_unregistered(&self.hub, &route);
+        requests::service_unregistered(&self.hub, &route);
         Ok("{}".into())
     }
 
@@ -490,7 +513,7 @@ impl Session {
                 "only the hub's own (direct) principal may reload its config",
             ));
         }
-        let result = self.hub.reload().map_err(|error| {
+        let result = reload::reload(&self.hub).map_err(|error| {
             ErrorObject::new(
                 ErrorCode::InternalError,
                 format!("reload failed; the old config stays in force: {error}"),
