@@ -14,8 +14,8 @@ pub enum Error {
     /// No hub could be found (no `hub.json`, or it is unreadable).
     #[error("cannot find the hub: {0}")]
     Discovery(String),
-    #[error("cannot connect to {endpoint}: {source}")]
-    Connect { endpoint: String, source: io::Error },
+    #[error("cannot connect to {endpoint}: {error}")]
+    Connect { endpoint: String, error: io::Error },
     #[error("WebSocket: {0}")]
     WebSocket(String),
     /// The connection ended (the hub stopped, or `close` was called).

@@ -96,7 +96,7 @@ async fn open_unix(path: &Path) -> Result<(Reader, Writer), Error> {
         .await
         .map_err(|source| Error::Connect {
             endpoint: path.display().to_string(),
-            source,
+            error: source,
         })?;
     let (half, write) = stream.into_split();
     Ok((

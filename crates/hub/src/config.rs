@@ -30,10 +30,10 @@ use crate::policy::{Action, Grant, Policy, Selector};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {error}")]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("config file {path} is not valid: {message}")]
     Parse { path: PathBuf, message: String },
@@ -49,8 +49,8 @@ pub enum ConfigError {
         index: usize,
         problem: String,
     },
-    #[error("config file {path}: limits: {source}")]
-    Limits { path: PathBuf, source: LimitsError },
+    #[error("config file {path}: limits: {error}")]
+    Limits { path: PathBuf, error: LimitsError },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,7 +110,7 @@ impl Config {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
         Self::parse(&text, path)
     }
@@ -125,7 +125,7 @@ impl Config {
         let limits = parse_limits(file.limits, path)?;
         limits.validate().map_err(|source| ConfigError::Limits {
             path: path.to_owned(),
-            source,
+            error: source,
         })?;
 
         let mut principals = Vec::with_capacity(file.principals.len());

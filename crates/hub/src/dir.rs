@@ -18,17 +18,17 @@ pub const LOCK_FILE: &str = "hub.lock";
 
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
-    #[error("cannot create hub directory {path}: {source}")]
-    Create { path: PathBuf, source: io::Error },
+    #[error("cannot create hub directory {path}: {error}")]
+    Create { path: PathBuf, error: io::Error },
     #[error("hub directory {path} is owned by uid {owner}, not by this user (uid {uid}); refusing to use it")]
     NotOwned { path: PathBuf, owner: u32, uid: u32 },
     #[error("another hub is already running on {path}{}", pid.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     AlreadyRunning { path: PathBuf, pid: Option<u32> },
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}: {error}")]
     Io {
         what: &'static str,
         path: PathBuf,
-        source: io::Error,
+        error: io::Error,
     },
 }
 
@@ -53,12 +53,12 @@ pub fn read_info(dir: &Path) -> Result<HubInfo, DirError> {
     let text = fs::read_to_string(&path).map_err(|source| DirError::Io {
         what: "cannot read",
         path: path.clone(),
-        source,
+        error: source,
     })?;
     serde_json::from_str(&text).map_err(|error| DirError::Io {
         what: "malformed",
         path,
-        source: io::Error::new(io::ErrorKind::InvalidData, error),
+        error: io::Error::new(io::ErrorKind::InvalidData, error),
     })
 }
 
@@ -86,7 +86,7 @@ impl HubDir {
             .map_err(|source| DirError::Io {
                 what: "cannot open lock file",
                 path: lock_path.clone(),
-                source,
+                error: source,
             })?;
         // SAFETY: flock on an fd we own; no memory is involved.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
@@ -98,7 +98,7 @@ impl HubDir {
             return Err(DirError::Io {
                 what: "cannot lock",
                 path: lock_path,
-                source: error,
+                error,
             });
         }
         // We hold the lock, so any socket here belongs to a hub that is gone.
@@ -110,7 +110,7 @@ impl HubDir {
                 return Err(DirError::Io {
                     what: "cannot remove stale socket",
                     path: socket,
-                    source,
+                    error: source,
                 })
             }
         }
@@ -138,7 +138,7 @@ impl HubDir {
         let io_error = |what, source| DirError::Io {
             what,
             path: tmp.clone(),
-            source,
+            error: source,
         };
         let mut file = OpenOptions::new()
             .write(true)
@@ -157,7 +157,7 @@ impl HubDir {
         fs::rename(&tmp, &path).map_err(|source| DirError::Io {
             what: "cannot rename into place",
             path: path.clone(),
-            source,
+            error: source,
         })?;
         self.wrote_info = true;
         Ok(())
@@ -189,13 +189,13 @@ fn create_private_dir(path: &Path) -> Result<(), DirError> {
         Err(source) => {
             return Err(DirError::Create {
                 path: path.to_owned(),
-                source,
+                error: source,
             })
         }
     }
     let meta = fs::metadata(path).map_err(|source| DirError::Create {
         path: path.to_owned(),
-        source,
+        error: source,
     })?;
     let uid = current_uid();
     if meta.uid() != uid {
@@ -212,7 +212,7 @@ fn create_private_dir(path: &Path) -> Result<(), DirError> {
             DirError::Io {
                 what: "cannot chmod 0700",
                 path: path.to_owned(),
-                source,
+                error: source,
             }
         })?;
     }

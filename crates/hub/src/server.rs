@@ -37,11 +37,11 @@ pub enum StartError {
     Dir(#[from] DirError),
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot listen on {what} {address}: {source}")]
+    #[error("cannot listen on {what} {address}: {error}")]
     Listen {
         what: &'static str,
         address: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -74,7 +74,7 @@ impl Hub {
         let unix_listener = unix::bind(&socket).map_err(|source| StartError::Listen {
             what: "Unix socket",
             address: socket.display().to_string(),
-            source,
+            error: source,
         })?;
         let ws_listener = match options.ws {
             Some(address) => {
@@ -84,7 +84,7 @@ impl Hub {
                         .map_err(|source| StartError::Listen {
                             what: "WebSocket address",
                             address: address.to_string(),
-                            source,
+                            error: source,
                         })?,
                 )
             }
@@ -95,7 +95,7 @@ impl Hub {
                 let address = listener.local_addr().map_err(|source| StartError::Listen {
                     what: "WebSocket address",
                     address: "(bound)".into(),
-                    source,
+                    error: source,
                 })?;
                 Some(format!("ws://{address}/"))
             }

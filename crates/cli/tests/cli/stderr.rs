@@ -51,6 +51,17 @@ fn provide_mcp_with_a_server_that_cannot_start_names_the_os_error_once() {
     assert_eq!(stderr.matches("No such file").count(), 1, "{stderr}");
 }
 
+#[test]
+fn serve_on_a_directory_it_cannot_create_names_the_os_error_once() {
+    let (temp, _) = empty_dir();
+    // A regular file where the hub directory's parent should be.
+    let blocker = format!("{}/file", path_str(temp.path()));
+    std::fs::write(&blocker, "").unwrap();
+    let stderr = one_error_line(&["serve", "--no-ws", "--dir", &format!("{blocker}/hub")]);
+    assert!(stderr.contains("cannot create hub directory"), "{stderr}");
+    assert_eq!(stderr.matches("Not a directory").count(), 1, "{stderr}");
+}
+
 /// Every subcommand logs through the same subscriber (`main.rs`); the hub
 /// logs the most.
 #[test]

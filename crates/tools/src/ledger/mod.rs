@@ -54,15 +54,15 @@ pub enum LedgerError {
         "the call ledger {path} is in use by another process (is another provider for this namespace running?)"
     )]
     InUse { path: PathBuf },
-    #[error("cannot create the ledger directory {path}: {source}")]
+    #[error("cannot create the ledger directory {path}: {error}")]
     CreateDir {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("call ledger {path}: {source}")]
+    #[error("call ledger {path}: {error}")]
     Sqlite {
         path: PathBuf,
-        source: rusqlite::Error,
+        error: rusqlite::Error,
     },
     #[error(
         "the call ledger {path} has schema version {version}, newer than this program understands"

@@ -64,12 +64,12 @@ impl Store {
         if let Some(parent) = path.parent() {
             create_private_dir(parent).map_err(|source| LedgerError::CreateDir {
                 path: parent.to_owned(),
-                source,
+                error: source,
             })?;
         }
         let sqlite = |source| LedgerError::Sqlite {
             path: path.to_owned(),
-            source,
+            error: source,
         };
         let conn = Connection::open(path).map_err(sqlite)?;
         // An exclusive lock taken by the first write below and held for the
@@ -106,7 +106,7 @@ impl Store {
             .map_err(|e| in_use_or(&path, e))?;
         let sqlite = |source| LedgerError::Sqlite {
             path: path.clone(),
-            source,
+            error: source,
         };
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |row| row.get(0))
@@ -134,7 +134,7 @@ impl Store {
     fn error(&self, source: rusqlite::Error) -> LedgerError {
         LedgerError::Sqlite {
             path: self.path.clone(),
-            source,
+            error: source,
         }
     }
 
@@ -313,7 +313,7 @@ fn in_use_or(path: &Path, error: rusqlite::Error) -> LedgerError {
     }
     LedgerError::Sqlite {
         path: path.to_owned(),
-        source: error,
+        error,
     }
 }
 
