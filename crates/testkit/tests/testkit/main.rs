@@ -2,5 +2,6 @@
 //! file keeps the release test build (CI) short. Each module is one
 //! former test file; `support` is shared by all of them.
 
+mod architecture_map;
 mod fault_client;
 mod soak;
