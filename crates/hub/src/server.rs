@@ -16,7 +16,7 @@ use crate::reload;
 use crate::requests;
 use crate::state::HubState;
 use crate::teardown;
-use crate::transport::{unix, ws};
+use crate::transport::{http, unix};
 
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -109,7 +109,7 @@ impl Hub {
             tasks.clone(),
         ));
         if let Some(listener) = ws_listener {
-            tasks.spawn(ws::accept_loop(state.clone(), listener, tasks.clone()));
+            tasks.spawn(http::accept_loop(state.clone(), listener, tasks.clone()));
         }
         tasks.spawn(requests::run_timers(state.clone()));
 

@@ -1,115 +1,212 @@
-//! The little HTTP the WebSocket port speaks before an upgrade:
-//! `GET /metrics`, `GET /healthz`, and refusals.
+//! The HTTP port (the one `hub.json` names as `ws`): `GET /` upgrades to a
+//! WebSocket connection (`ws.rs`), `GET /metrics` and `GET /healthz` answer
+//! directly. HTTP itself is hyper's, one request per socket (every answer
+//! but an upgrade says `Connection: close`); routing is an axum `Router`,
+//! so further pages mount beside these routes.
+//!
+//! Bounded before any work: the accept loop takes a connection slot (or a
+//! refusal slot, see `admission.rs`) before it spawns the task that reads
+//! the request head, so a socket that never sends its head holds a slot, not
+//! an unbounded task; the head is bounded by [`MAX_HEAD`] bytes and
+//! [`HEAD_TIMEOUT`]. A socket in a refusal slot is still served `/metrics`
+//! and `/healthz`; its upgrade gets 503.
+//!
+//! Browser defences, first thing after the head (`guard`): an `Origin`
+//! header not in the allow-list gets 403 (web pages always send one; other
+//! clients do not), and on a loopback listener a `Host` that is not a
+//! loopback name gets 403 too (DNS rebinding). No response carries CORS
+//! headers.
 
-use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use parking_lot::Mutex;
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
 
-/// The most a request head may take.
-const MAX_HEAD: usize = 16 * 1024;
+use crate::admission::Slot;
+use crate::state::HubState;
+use crate::transport::{ws, AcceptBackoff};
+
+/// The most a request head (request line and headers) may take.
+pub const MAX_HEAD: usize = 16 * 1024;
 /// How long a peer may take to send its request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A parsed request head. Header names are lower-cased.
-#[derive(Debug)]
-pub struct Head {
-    pub method: String,
-    pub path: String,
-    headers: Vec<(String, String)>,
-    /// Bytes read past the head (a client's first frame, if it was eager).
-    pub leftover: Vec<u8>,
+/// What the router knows of the socket a request came on.
+#[derive(Clone)]
+pub struct Socket {
+    pub peer: SocketAddr,
+    /// On a loopback listener, `Host` must name loopback.
+    pub loopback: bool,
+    /// The slot the socket was accepted in; an upgrade takes it for the
+    /// connection (`ws::upgrade`), otherwise it is freed with the socket.
+    pub slot: Arc<Mutex<Option<Slot>>>,
+    /// Where an upgraded connection's task is spawned (shutdown waits on it).
+    pub tasks: TaskTracker,
 }
 
-impl Head {
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether a comma-separated header holds `token` (case-insensitive).
-    pub fn header_has_token(&self, name: &str, token: &str) -> bool {
-        self.header(name).is_some_and(|value| {
-            value
-                .split(',')
-                .any(|part| part.trim().eq_ignore_ascii_case(token))
-        })
-    }
-}
-
-/// Reads and parses one request head. `Ok(None)`: the peer closed or sent
-/// something that is not HTTP/1.x.
-pub async fn read_head(stream: &mut TcpStream) -> io::Result<Option<Head>> {
-    let mut buf = Vec::with_capacity(1024);
+/// Accepts until shutdown begins. Each socket takes a slot before a task is
+/// spawned for it; with neither a connection nor a refusal slot free it is
+/// closed at once.
+pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
+    let router = router(hub.clone());
+    let mut backoff = AcceptBackoff::new();
     loop {
-        let mut chunk = [0u8; 2048];
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok(None);
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let mut headers = [httparse::EMPTY_HEADER; 48];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(&buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let head = Head {
-                    method: request.method.unwrap_or_default().to_owned(),
-                    path: request.path.unwrap_or_default().to_owned(),
-                    headers: request
-                        .headers
-                        .iter()
-                        .map(|h| {
-                            (
-                                h.name.to_ascii_lowercase(),
-                                String::from_utf8_lossy(h.value).trim().to_owned(),
-                            )
-                        })
-                        .collect(),
-                    leftover: buf[len..].to_vec(),
-                };
-                return Ok(Some(head));
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = hub.stopping() => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
+                backoff.succeeded();
+                accepted
             }
-            Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => continue,
-            _ => return Ok(None),
-        }
+            Err(error) => {
+                let delay = backoff.failed();
+                tracing::warn!(%error, ?delay, "accept failed on the HTTP listener");
+                tokio::time::sleep(delay).await;
+                continue;
+            }
+        };
+        let Some(slot) = hub.admission.at_accept() else {
+            continue; // closed by the drop
+        };
+        let _ = stream.set_nodelay(true);
+        let socket = Socket {
+            peer,
+            loopback,
+            slot: Arc::new(Mutex::new(Some(slot))),
+            tasks: tasks.clone(),
+        };
+        tasks.spawn(serve_socket(router.clone(), stream, socket));
     }
 }
 
-/// Writes a complete response and closes the connection.
-pub async fn respond(
-    stream: &mut TcpStream,
-    status: u16,
-    reason: &str,
-    content_type: &str,
-    extra_headers: &str,
-    body: &[u8],
-) {
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n{extra_headers}\r\n",
-        body.len()
-    );
-    let _ = tokio::time::timeout(HEAD_TIMEOUT, async {
-        let _ = stream.write_all(head.as_bytes()).await;
-        let _ = stream.write_all(body).await;
-        let _ = stream.shutdown().await;
-    })
-    .await;
+/// One request on one socket, within the slot it was accepted in. An
+/// upgraded connection outlives this: its task holds the slot then.
+async fn serve_socket(router: Router, stream: TcpStream, socket: Socket) {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+        request.extensions_mut().insert(socket.clone());
+        router.clone().oneshot(request.map(Body::new))
+    });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD);
+    // Errors here are the peer's (a bad head, a reset): nothing to report.
+    let _ = http
+        .serve_connection(TokioIo::new(stream), service)
+        .with_upgrades()
+        .await;
+}
+
+/// The routes of the HTTP port, behind the browser defences.
+fn router(hub: Arc<HubState>) -> Router {
+    Router::new()
+        .route("/", get(ws::upgrade))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(fallback)
+        .layer(middleware::from_fn_with_state(hub.clone(), guard))
+        .with_state(hub)
+}
+
+/// Origin and Host checks, before any route runs; and every answer is
+/// `Cache-Control: no-store` (metrics and health are live).
+async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -> Response {
+    let socket = request.extensions().get::<Socket>().cloned();
+    let loopback = socket.as_ref().is_some_and(|s| s.loopback);
+    let peer = socket.map(|s| s.peer);
+    let headers = request.headers();
+    if loopback {
+        let host = headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !is_loopback_host(host) {
+            tracing::info!(?peer, host, "refused a request for a non-loopback Host");
+            return text(StatusCode::FORBIDDEN, "Host is not a loopback name\n");
+        }
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !hub.registry.policy().origin_allowed(origin) {
+            tracing::info!(
+                ?peer,
+                origin,
+                "refused a request from a web origin that is not allowed"
+            );
+            return text(StatusCode::FORBIDDEN, "Origin not allowed\n");
+        }
+    }
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // One request per socket (see the module's comment); an upgrade keeps
+    // its `Connection: Upgrade`. hyper's own `keep_alive(false)` would
+    // overwrite that too.
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+async fn healthz(State(hub): State<Arc<HubState>>) -> Response {
+    if hub.is_stopping() {
+        text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else {
+        text(StatusCode::OK, "ok\n")
+    }
+}
+
+async fn metrics(State(hub): State<Arc<HubState>>) -> Response {
+    let content_type = "text/plain; version=0.0.4; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], hub.metrics_text()).into_response()
+}
+
+/// Anything else: 404 for a GET, 405 otherwise; a WebSocket upgrade
+/// elsewhere than `/` is told where the endpoint is.
+async fn fallback(request: Request) -> Response {
+    if request.method() != Method::GET {
+        let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "");
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("GET"));
+        return response;
+    }
+    if ws::is_upgrade(&request) {
+        return text(StatusCode::NOT_FOUND, "the WebSocket endpoint is /\n");
+    }
+    text(StatusCode::NOT_FOUND, "not found\n")
 }
 
 /// A plain-text response.
-pub async fn text(stream: &mut TcpStream, status: u16, reason: &str, body: &str) {
-    respond(
-        stream,
+pub fn text(status: StatusCode, body: &'static str) -> Response {
+    text_owned(status, body.to_owned())
+}
+
+/// A plain-text response with a body made at run time.
+pub fn text_owned(status: StatusCode, body: String) -> Response {
+    (
         status,
-        reason,
-        "text/plain; charset=utf-8",
-        "",
-        body.as_bytes(),
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
     )
-    .await
+        .into_response()
 }
 
 /// Whether a `Host` header names this machine's loopback (any port). Checked

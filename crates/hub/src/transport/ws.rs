@@ -1,40 +1,36 @@
-//! The WebSocket listener: one JSON-RPC message per text frame, plus
-//! `GET /metrics` and `GET /healthz` on the same port.
-//!
-//! Bounded before any work: the accept loop takes a connection slot (or a
-//! refusal slot, see `admission.rs`) before it spawns the task that reads
-//! the HTTP head, so a socket that never sends its head holds a slot, not
-//! an unbounded task. A socket in a refusal slot is still served `/metrics`
-//! and `/healthz`; its upgrade gets 503.
-//!
-//! Browser defences, first thing after the head: an `Origin` header not in
-//! the allow-list gets 403 (web pages always send one; other clients do
-//! not), and on a loopback listener a `Host` that is not a loopback name gets
-//! 403 too (DNS rebinding). No response carries CORS headers.
+//! WebSocket connections: one JSON-RPC message per text frame. The HTTP
+//! port (`http.rs`) routes `GET /` here; [`upgrade`] checks the handshake,
+//! turns the socket's slot into a connection and answers 101, and the
+//! connection's task then runs [`read_frames`] and [`write_frames`] on the
+//! upgraded socket.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::{TcpListener, TcpStream};
+use hyper::upgrade::Upgraded;
+use hyper_util::rt::TokioIo;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
-use tokio_util::task::TaskTracker;
 
-use crate::admission::{ConnectionSlot, Slot};
+use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
 use crate::outbound::Batch;
 use crate::session::{Bearer, Flow, Session};
 use crate::state::HubState;
 use crate::teardown;
-use crate::transport::{self, http, AcceptBackoff};
+use crate::transport::http::{self, text, text_owned};
+use crate::transport::{self};
 
-type Socket = WebSocketStream<TcpStream>;
+type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
 /// tungstenite's read buffer, which every connection allocates up front and
 /// keeps (it is also the most one read takes). The Unix transport reads into
@@ -43,179 +39,105 @@ type Socket = WebSocketStream<TcpStream>;
 /// connection near an idle Unix one: `docs/performance.md` has the figures.
 const READ_BUFFER: usize = 4 * 1024;
 
-/// Accepts until shutdown begins. Each socket takes a slot before a task is
-/// spawned for it; with neither a connection nor a refusal slot free it is
-/// closed at once.
-pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
-    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
-    let mut backoff = AcceptBackoff::new();
-    loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
-            () = hub.stopping() => return,
-        };
-        let (stream, peer) = match accepted {
-            Ok(accepted) => {
-                backoff.succeeded();
-                accepted
-            }
-            Err(error) => {
-                let delay = backoff.failed();
-                tracing::warn!(%error, ?delay, "accept failed on the WebSocket listener");
-                tokio::time::sleep(delay).await;
-                continue;
-            }
-        };
-        let Some(slot) = hub.admission.at_accept() else {
-            continue; // closed by the drop
-        };
-        let _ = stream.set_nodelay(true);
-        tasks.spawn(handle(hub.clone(), stream, peer, loopback, slot));
-    }
+/// Whether a request asks for a WebSocket (`Upgrade: websocket`).
+pub fn is_upgrade(request: &Request) -> bool {
+    header_has_token(request.headers(), header::UPGRADE, "websocket")
 }
 
-/// One HTTP request on the WebSocket port, within the slot it was accepted
-/// in (held until this returns, or handed to the connection by `upgrade`).
-async fn handle(
-    hub: Arc<HubState>,
-    mut stream: TcpStream,
-    peer: SocketAddr,
-    loopback: bool,
-    slot: Slot,
-) {
-    let head = match tokio::time::timeout(http::HEAD_TIMEOUT, http::read_head(&mut stream)).await {
-        Ok(Ok(Some(head))) => head,
-        _ => return,
+/// Whether a comma-separated header holds `token` (case-insensitive).
+fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) -> bool {
+    headers.get_all(name).iter().any(|value| {
+        value.to_str().is_ok_and(|value| {
+            value
+                .split(',')
+                .any(|part| part.trim().eq_ignore_ascii_case(token))
+        })
+    })
+}
+
+/// `GET /`: the WebSocket handshake. The connection is admitted (its slot
+/// taken from the socket) before 101 is sent; its task starts once hyper
+/// hands over the upgraded socket.
+pub async fn upgrade(State(hub): State<Arc<HubState>>, mut request: Request) -> Response {
+    if !is_upgrade(&request) {
+        return text(StatusCode::NOT_FOUND, "not found\n");
+    }
+    let Some(socket) = request.extensions().get::<http::Socket>().cloned() else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "no socket\n");
     };
-    if loopback && !head.header("host").is_some_and(http::is_loopback_host) {
-        tracing::info!(%peer, host = head.header("host").unwrap_or(""), "refused a request for a non-loopback Host");
-        return http::text(
-            &mut stream,
-            403,
-            "Forbidden",
-            "Host is not a loopback name\n",
-        )
-        .await;
-    }
-    if let Some(origin) = head.header("origin") {
-        if !hub.registry.policy().origin_allowed(origin) {
-            tracing::info!(%peer, origin, "refused a request from a web origin that is not allowed");
-            return http::text(&mut stream, 403, "Forbidden", "Origin not allowed\n").await;
+    let slot = match socket.slot.lock().take() {
+        Some(Slot::Connection(slot)) => slot,
+        Some(Slot::Refusal(_)) | None => {
+            hub.admission.count_refused();
+            let body = format!(
+                "the hub already serves {} connections (maxConnections)\n",
+                hub.admission.max()
+            );
+            return text_owned(StatusCode::SERVICE_UNAVAILABLE, body);
         }
-    }
-    let path = head.path.split('?').next().unwrap_or_default();
-    if head.header_has_token("upgrade", "websocket") {
-        if head.method != "GET" || path != "/" {
-            return http::text(
-                &mut stream,
-                404,
-                "Not Found",
-                "the WebSocket endpoint is /\n",
-            )
-            .await;
-        }
-        return match slot {
-            Slot::Connection(slot) => upgrade(hub, stream, head, slot).await,
-            Slot::Refusal(_) => {
-                hub.admission.count_refused();
-                let body = format!(
-                    "the hub already serves {} connections (maxConnections)\n",
-                    hub.admission.max()
-                );
-                http::text(&mut stream, 503, "Service Unavailable", &body).await
-            }
-        };
-    }
-    serve_http(&hub, &mut stream, &head.method, path).await
-}
-
-/// A plain HTTP request: `/healthz`, `/metrics`, or a refusal.
-async fn serve_http(hub: &HubState, stream: &mut TcpStream, method: &str, path: &str) {
-    match (method, path) {
-        ("GET", "/healthz") if !hub.is_stopping() => http::text(stream, 200, "OK", "ok\n").await,
-        ("GET", "/healthz") => {
-            http::text(stream, 503, "Service Unavailable", "shutting down\n").await
-        }
-        ("GET", "/metrics") => {
-            let body = hub.metrics_text();
-            http::respond(
-                stream,
-                200,
-                "OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                "",
-                body.as_bytes(),
-            )
-            .await
-        }
-        ("GET", _) => http::text(stream, 404, "Not Found", "not found\n").await,
-        _ => {
-            http::respond(
-                stream,
-                405,
-                "Method Not Allowed",
-                "text/plain",
-                "Allow: GET\r\n",
-                b"",
-            )
-            .await
-        }
-    }
-}
-
-async fn upgrade(
-    hub: Arc<HubState>,
-    mut stream: TcpStream,
-    head: http::Head,
-    slot: ConnectionSlot,
-) {
-    let Some(key) = head
-        .header("sec-websocket-key")
-        .filter(|_| head.header("sec-websocket-version") == Some("13"))
+    };
+    let headers = request.headers();
+    let version_13 = headers
+        .get(header::SEC_WEBSOCKET_VERSION)
+        .is_some_and(|v| v.as_bytes() == b"13");
+    let Some(key) = headers
+        .get(header::SEC_WEBSOCKET_KEY)
+        .filter(|_| version_13)
     else {
-        return http::respond(
-            &mut stream,
-            426,
-            "Upgrade Required",
-            "text/plain",
-            "Sec-WebSocket-Version: 13\r\n",
-            b"a WebSocket version 13 handshake is required\n",
-        )
-        .await;
+        let mut response = text(
+            StatusCode::UPGRADE_REQUIRED,
+            "a WebSocket version 13 handshake is required\n",
+        );
+        response.headers_mut().insert(
+            header::SEC_WEBSOCKET_VERSION,
+            header::HeaderValue::from_static("13"),
+        );
+        return response;
     };
-    let bearer = head.header("authorization").map(|value| {
-        let token = value
-            .strip_prefix("Bearer ")
-            .or_else(|| value.strip_prefix("bearer "))
-            .map(str::trim);
+    let accept = derive_accept_key(key.as_bytes());
+    let bearer = headers.get(header::AUTHORIZATION).map(|value| {
+        let token = value.to_str().ok().and_then(|value| {
+            value
+                .strip_prefix("Bearer ")
+                .or_else(|| value.strip_prefix("bearer "))
+                .map(str::trim)
+        });
         match token.and_then(|t| hub.registry.policy().authenticate(Some(t))) {
             Some(authenticated) => Bearer::Valid(authenticated),
             None => Bearer::Invalid,
         }
     });
     let Ok(conn) = hub.admission.admit(slot, Transport::WebSocket, &hub.limits) else {
-        return http::text(&mut stream, 503, "Service Unavailable", "shutting down\n").await;
+        return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     };
-    let accept = derive_accept_key(key.as_bytes());
-    let response = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
-    );
-    if tokio::io::AsyncWriteExt::write_all(&mut stream, response.as_bytes())
-        .await
-        .is_err()
-    {
-        teardown::disconnect(&hub, &conn);
-        teardown::release(&hub, &conn);
-        return;
-    }
+    let on_upgrade = hyper::upgrade::on(&mut request);
+    socket.tasks.spawn(async move {
+        match on_upgrade.await {
+            Ok(upgraded) => serve(hub, conn, upgraded, bearer).await,
+            Err(_) => {
+                teardown::disconnect(&hub, &conn);
+                teardown::release(&hub, &conn);
+            }
+        }
+    });
+    Response::builder()
+        .status(StatusCode::SWITCHING_PROTOCOLS)
+        .header(header::UPGRADE, "websocket")
+        .header(header::CONNECTION, "Upgrade")
+        .header(header::SEC_WEBSOCKET_ACCEPT, accept)
+        .body(Body::empty())
+        .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "\n"))
+}
+
+/// One admitted WebSocket connection, on the socket hyper upgraded.
+async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, upgraded: Upgraded, bearer: Option<Bearer>) {
     let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
     let config = WebSocketConfig::default()
         .read_buffer_size(READ_BUFFER)
         .write_buffer_size(64 * 1024)
         .max_message_size(Some(max))
         .max_frame_size(Some(max));
-    let socket =
-        Socket::from_partially_read(stream, head.leftover, Role::Server, Some(config)).await;
+    let socket = Socket::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
     let (sink, frames) = socket.split();
     let session = Session::new(hub.clone(), conn.clone(), bearer);
     let read = read_frames(session, frames);
