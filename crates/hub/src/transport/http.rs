@@ -36,6 +36,7 @@ use tower::ServiceExt;
 
 use crate::admission::Slot;
 use crate::state::HubState;
+use crate::transport::response::text;
 use crate::transport::{ws, AcceptBackoff};
 
 /// The most a request head (request line and headers) may take.
@@ -115,7 +116,7 @@ async fn serve_socket(router: Router, stream: TcpStream, socket: Socket) {
 /// The routes of the HTTP port, behind the browser defences.
 fn router(hub: Arc<HubState>) -> Router {
     Router::new()
-        .route("/", get(ws::upgrade))
+        .route("/", get(upgrade))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .fallback(fallback)
@@ -165,6 +166,14 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
     response
 }
 
+/// `GET /`: the WebSocket handshake (`ws.rs`), with the socket's slot.
+async fn upgrade(State(hub): State<Arc<HubState>>, request: Request) -> Response {
+    let Some(socket) = request.extensions().get::<Socket>().cloned() else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "no socket\n");
+    };
+    ws::upgrade(hub, &socket.slot, &socket.tasks, request).await
+}
+
 async fn healthz(State(hub): State<Arc<HubState>>) -> Response {
     if hub.is_stopping() {
         text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
@@ -192,21 +201,6 @@ async fn fallback(request: Request) -> Response {
         return text(StatusCode::NOT_FOUND, "the WebSocket endpoint is /\n");
     }
     text(StatusCode::NOT_FOUND, "not found\n")
-}
-
-/// A plain-text response.
-pub fn text(status: StatusCode, body: &'static str) -> Response {
-    text_owned(status, body.to_owned())
-}
-
-/// A plain-text response with a body made at run time.
-pub fn text_owned(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        body,
-    )
-        .into_response()
 }
 
 /// Whether a `Host` header names this machine's loopback (any port). Checked

@@ -14,6 +14,7 @@ use crate::state::HubState;
 use crate::teardown;
 
 pub mod http;
+mod response;
 pub mod unix;
 pub mod ws;
 

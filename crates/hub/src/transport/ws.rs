@@ -1,5 +1,6 @@
 //! WebSocket connections: one JSON-RPC message per text frame. The HTTP
-//! port (`http.rs`) routes `GET /` here; [`upgrade`] checks the handshake,
+//! port (`http.rs`) routes `GET /` here, with the slot its socket was
+//! accepted in; [`upgrade`] checks the handshake,
 //! turns the socket's slot into a connection and answers 101, and the
 //! connection's task then runs [`read_frames`] and [`write_frames`] on the
 //! upgraded socket.
@@ -7,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
@@ -15,11 +16,13 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use parking_lot::Mutex;
 use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
+use tokio_util::task::TaskTracker;
 
 use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
@@ -27,8 +30,8 @@ use crate::outbound::Batch;
 use crate::session::{Bearer, Flow, Session};
 use crate::state::HubState;
 use crate::teardown;
-use crate::transport::http::{self, text, text_owned};
-use crate::transport::{self};
+use crate::transport;
+use crate::transport::response::{text, text_owned};
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
@@ -58,14 +61,16 @@ fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) 
 /// `GET /`: the WebSocket handshake. The connection is admitted (its slot
 /// taken from the socket) before 101 is sent; its task starts once hyper
 /// hands over the upgraded socket.
-pub async fn upgrade(State(hub): State<Arc<HubState>>, mut request: Request) -> Response {
+pub async fn upgrade(
+    hub: Arc<HubState>,
+    slot: &Mutex<Option<Slot>>,
+    tasks: &TaskTracker,
+    mut request: Request,
+) -> Response {
     if !is_upgrade(&request) {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
-    let Some(socket) = request.extensions().get::<http::Socket>().cloned() else {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, "no socket\n");
-    };
-    let slot = match socket.slot.lock().take() {
+    let slot = match slot.lock().take() {
         Some(Slot::Connection(slot)) => slot,
         Some(Slot::Refusal(_)) | None => {
             hub.admission.count_refused();
@@ -111,7 +116,7 @@ pub async fn upgrade(State(hub): State<Arc<HubState>>, mut request: Request) -> 
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    socket.tasks.spawn(async move {
+    tasks.spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => serve(hub, conn, upgraded, bearer).await,
             Err(_) => {
