@@ -55,6 +55,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Started as a hub's module (provide-mcp): take the launch credential
+    // before any thread or child process exists.
+    let _ = switchboard_client::launch::init();
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Mcp(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
