@@ -398,6 +398,20 @@ async fn stopping_the_hub_stops_every_module_and_their_children() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_module_dies_with_a_hub_killed_without_warning() {
+    let mut hub = ModuleHub::start(&module_section("alpha", &[]));
+    let client = hub.client().await;
+    let service = module_service(&client, "alpha", None).await;
+    let pid = ask(&client, &service, "whoami", json!({})).await["pid"]
+        .as_u64()
+        .unwrap() as u32;
+    client.close();
+    // SIGKILL: the hub stops nothing; the kernel's parent-death signal does.
+    tokio::task::block_in_place(|| hub.hub.kill());
+    wait_gone(pid, "the module of a killed hub").await;
+}
+
 #[tokio::test]
 async fn a_flooding_module_stays_within_its_log_bound() {
     const BOUND: u64 = 64 * 1024;

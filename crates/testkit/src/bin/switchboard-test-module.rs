@@ -17,7 +17,8 @@
 //! - `exit {code}` → `{}`, then exits.
 //!
 //! Lines on stdout (the module's log): `registered SERVICE_ID`,
-//! `reconnected SERVICE_ID`.
+//! `reconnected SERVICE_ID`. When the hub closes its connection it keeps
+//! trying to connect again, as a real module does.
 //!
 //! Other modes: `--exit-at-once CODE` exits before doing anything;
 //! `--flood-bytes N` writes N bytes to stdout first; `--ignore-sigterm`
@@ -69,11 +70,21 @@ enum Mode {
     },
 }
 
+/// A line on stdout; a write that fails (the hub is gone and its end of
+/// the pipe with it) is ignored, as a real module's logging would.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, $($arg)*);
+        let _ = stdout.flush();
+    }};
+}
+
 fn main() -> ExitCode {
     let launch = switchboard_client::launch::init();
     let args = Args::parse();
     if let Some(code) = args.exit_at_once {
-        println!("exiting at once with status {code}");
+        say!("exiting at once with status {code}");
         return ExitCode::from(code);
     }
     if args.ignore_sigterm {
@@ -99,7 +110,7 @@ fn main() -> ExitCode {
     let outcome = match args.mode {
         Some(Mode::Present { socket, credential }) => runtime.block_on(async {
             let outcome = present(socket, credential).await;
-            println!("{outcome}");
+            say!("{outcome}");
             Ok(())
         }),
         None => runtime.block_on(serve(args.label, launch.is_some())),
@@ -139,7 +150,7 @@ struct State {
 }
 
 async fn serve(label: String, has_credential: bool) -> anyhow::Result<()> {
-    println!("started; launch credential: {has_credential}");
+    say!("started; launch credential: {has_credential}");
     let client = Client::connect_with(ConnectOptions {
         endpoint: Endpoint::Dir(None),
         client_name: format!("switchboard-test-module {label}"),
@@ -160,15 +171,23 @@ async fn serve(label: String, has_credential: bool) -> anyhow::Result<()> {
         .register(&json!({"protocol": "test-module", "label": label}), handler)
         .await
         .context("cannot register the service")?;
-    println!("registered {}", service.id());
+    say!("registered {}", service.id());
     loop {
         tokio::select! {
             () = state.drop_connection.notified() => {
                 client.close();
                 client.reconnect().await.context("cannot reconnect")?;
-                println!("reconnected {}", service.id());
+                say!("reconnected {}", service.id());
             }
-            () = client.closed() => anyhow::bail!("the hub closed the connection"),
+            () = client.closed() => {
+                // Like a real module: keep trying (so only the hub's stop,
+                // or its death signal, ends it).
+                say!("connection lost; reconnecting");
+                while client.reconnect().await.is_err() {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                say!("reconnected {}", service.id());
+            }
         }
     }
 }
