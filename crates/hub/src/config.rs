@@ -390,5 +390,32 @@ mod tests {
         let error =
             parse("[principals.a]\ntoken = \"x\"\n[principals.b]\ntoken = \"x\"\n").unwrap_err();
         assert!(error.to_string().contains("same as another"));
+        let error = parse("[principals.a]\ntoken = \"sb-launch-1\"\n").unwrap_err();
+        assert!(error.to_string().contains("launch credential"), "{error}");
+    }
+
+    #[test]
+    fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
+        let config = parse(
+            "[principals.explorer]\ntoken = \"e\"\n[modules.git]\ncommand = \"git-sidecar\"\n\
+             [[grants]]\nfrom = \"explorer\"\nto = \"git\"\nallow = [\"request\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.modules.len(), 1);
+        let policy = config.policy("d");
+        let explorer = Principal::reserved("explorer");
+        assert!(policy.allows(&explorer, &Principal::reserved("git"), Action::Request));
+
+        let error =
+            parse("[principals.git]\ntoken = \"g\"\n[modules.git]\ncommand = \"x\"\n").unwrap_err();
+        assert!(
+            error.to_string().contains("a module has this name too"),
+            "{error}"
+        );
+        let error = parse("\n[modules.git]\ncommand = \"\"\n").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "config file /nonexistent/switchboard.toml, line 3: module \"git\": command is empty"
+        );
     }
 }
