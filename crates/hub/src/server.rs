@@ -127,8 +127,18 @@ impl Hub {
             "hub ready"
         );
         // Modules start once the hub is reachable, and never hold up its start.
+        // Weak: the hub's state owns the supervisor's channel, and the
+        // supervisor must not keep the state alive.
         let hub_dir = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
-        state.modules.start(&state, config.modules, hub_dir, &tasks);
+        let hub = Arc::downgrade(&state);
+        let run_ended = Box::new(move |digest: &[u8; 32]| {
+            if let Some(hub) = hub.upgrade() {
+                teardown::close_authenticated_with(&hub, digest);
+            }
+        });
+        state
+            .modules
+            .start(config.modules, hub_dir, &tasks, run_ended);
         Ok(Hub {
             state,
             dir,

@@ -18,7 +18,6 @@ use switchboard_protocol::Principal;
 
 use crate::ids;
 use crate::policy::{token_digest, Authenticated, PrincipalRef};
-use crate::state::HubState;
 
 /// How many parents the descendant check climbs at most. Process trees of
 /// real tools are a few levels deep; a deeper peer is refused.
@@ -134,23 +133,6 @@ impl LaunchTable {
             .find(|live| bool::from(live.digest.ct_eq(digest)))
             .map(|live| live.principal.clone())
     }
-}
-
-/// Closes every connection that authenticated with `digest` (a run that
-/// ended: a descendant it left behind loses its connection too).
-pub fn close_connections(hub: &HubState, digest: &[u8; 32]) -> usize {
-    let conns = hub.admission.open().to_vec();
-    let mut closed = 0;
-    for conn in conns {
-        let matches = conn
-            .identity()
-            .is_some_and(|identity| identity.token_digest.as_ref() == Some(digest));
-        if matches {
-            conn.out.drain_and_close();
-            closed += 1;
-        }
-    }
-    closed
 }
 
 /// Whether `pid` is `ancestor` or one of its descendants: climbs the

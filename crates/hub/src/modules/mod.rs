@@ -23,7 +23,7 @@ mod supervisor;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock, Weak};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -31,13 +31,17 @@ use switchboard_protocol::modules::{ModuleChanges, ModuleState, ModuleStatus};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
-use crate::state::HubState;
 use launch::LaunchTable;
 use spec::ModuleSpec;
 use supervisor::Command;
 
 /// How long a module has to exit after SIGTERM before its group gets SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Called with a run's credential digest when the run has ended (its
+/// credential revoked): the hub closes the connections made with it. A
+/// callback, so this module needs nothing of the hub's state.
+pub type RunEnded = Box<dyn Fn(&[u8; 32]) + Send + Sync>;
 
 /// What the supervisor publishes about one module after every change.
 #[derive(Debug, Clone)]
@@ -76,21 +80,17 @@ impl Modules {
     /// a module that cannot start is reported, never waited for.
     pub fn start(
         &self,
-        hub: &Arc<HubState>,
         specs: Vec<ModuleSpec>,
         hub_dir: PathBuf,
         tasks: &TaskTracker,
+        run_ended: RunEnded,
     ) {
         let (sender, receiver) = mpsc::unbounded_channel();
         if self.commands.set(sender).is_err() {
             return; // started already
         }
         *self.configured.lock() = specs.clone();
-        let supervisor = supervisor::Supervisor::new(
-            self.shared.clone(),
-            Arc::downgrade(hub) as Weak<HubState>,
-            hub_dir,
-        );
+        let supervisor = supervisor::Supervisor::new(self.shared.clone(), run_ended, hub_dir);
         tasks.spawn(supervisor.run(specs, receiver));
     }
 

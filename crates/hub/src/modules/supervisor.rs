@@ -22,18 +22,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitStatus;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use switchboard_protocol::modules::{ModuleChanges, ModuleState};
 use tokio::sync::{mpsc, oneshot};
 
-use super::launch::{self, Credential};
+use super::launch::Credential;
 use super::log::ModuleLog;
 use super::process;
 use super::spec::{ModuleSpec, RestartPolicy};
-use super::{ModuleView, Shared, STOP_GRACE};
-use crate::state::HubState;
+use super::{ModuleView, RunEnded, Shared, STOP_GRACE};
 
 /// The first pause before a restart.
 pub const FIRST_DELAY: Duration = Duration::from_millis(250);
@@ -106,9 +105,8 @@ struct Module {
 
 pub struct Supervisor {
     shared: Arc<Shared>,
-    /// Weak: the hub's state holds the channel this task reads, and the
-    /// task must end when the hub is gone.
-    hub: Weak<HubState>,
+    /// Closes the connections of a run that ended (see `RunEnded`).
+    run_ended: RunEnded,
     hub_dir: PathBuf,
     modules: BTreeMap<String, Module>,
     events: mpsc::UnboundedSender<Event>,
@@ -118,10 +116,10 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    pub fn new(shared: Arc<Shared>, hub: Weak<HubState>, hub_dir: PathBuf) -> Self {
+    pub fn new(shared: Arc<Shared>, run_ended: RunEnded, hub_dir: PathBuf) -> Self {
         Supervisor {
             shared,
-            hub,
+            run_ended,
             hub_dir,
             modules: BTreeMap::new(),
             // Replaced in `run` by the sender of the channel it reads.
@@ -292,9 +290,7 @@ impl Supervisor {
         // Whatever the run left in its group goes with it, and so do the
         // connections made with its credential.
         process::signal_group(ended.pid, libc::SIGKILL);
-        if let Some(hub) = self.hub.upgrade() {
-            launch::close_connections(&hub, &ended.digest);
-        }
+        (self.run_ended)(&ended.digest);
         let (exit, success) = describe_exit(&status);
         module.log.note(&format!("pid {} {exit}", ended.pid));
         module.last_exit = Some(exit.clone());
