@@ -17,8 +17,8 @@ use switchboard_test_support::eventually;
 
 use crate::support::mcp::test_server_bin;
 use crate::support::modules::{
-    alive, ask, kill9, module_section, module_service, modules, rss_kib, test_module, toml_string,
-    wait_gone, wait_module, ModuleHub,
+    alive, ask, kill9, module_section, module_service, modules, pid_in, rss_kib, test_module,
+    toml_string, wait_gone, wait_module, ModuleHub,
 };
 use crate::support::{run, switchboard, LineClient, Live};
 
@@ -35,7 +35,7 @@ async fn a_module_registers_services_under_its_reserved_principal() {
         json!({"kind": "reserved", "module_id": "alpha"})
     );
     let status = wait_module(&client, "alpha", "ran", |m| m.state == ModuleState::Running).await;
-    assert_eq!(status.pid, me["pid"].as_u64().map(|p| p as u32));
+    assert_eq!(status.pid, Some(pid_in(&me)));
     assert_eq!((status.restarts, status.services), (0, 1));
 
     // The commands and /metrics say the same.
@@ -105,9 +105,7 @@ async fn a_killed_module_leaves_the_catalog_and_is_restarted_with_new_service_id
     let hub = ModuleHub::start(&module_section("alpha", &[]));
     let client = hub.client().await;
     let first = module_service(&client, "alpha", None).await;
-    let pid = ask(&client, &first, "whoami", json!({})).await["pid"]
-        .as_u64()
-        .unwrap() as u32;
+    let pid = pid_in(&ask(&client, &first, "whoami", json!({})).await);
     let mut catalog = client.catalog().await.unwrap();
 
     kill9(pid);
@@ -155,7 +153,7 @@ async fn a_killed_module_leaves_the_catalog_and_is_restarted_with_new_service_id
         "{restarted:?}"
     );
     let status = wait_module(&client, "alpha", "restarted again", |m| m.restarts == 2).await;
-    assert_ne!(status.pid, me["pid"].as_u64().map(|p| p as u32));
+    assert_ne!(status.pid, Some(pid_in(&me)));
     let unknown = switchboard(&["modules", "restart", "ghost", "--dir", hub.dir_arg()]).await;
     assert_eq!(unknown.code(), 1);
     assert!(
@@ -302,7 +300,7 @@ async fn a_stolen_credential_is_refused_while_the_module_itself_reconnects() {
 
     // After a restart the old credential is dead, even for the module's
     // own (new) process.
-    kill9(me["pid"].as_u64().unwrap() as u32);
+    kill9(pid_in(&me));
     let third = module_service(&client, "alpha", Some(&again.service_id)).await;
     let old = ask(&client, &third, "present", json!({"credential": stolen})).await;
     assert_eq!(old, json!({"accepted": false, "code": -32007}));
@@ -376,9 +374,9 @@ async fn stopping_the_hub_stops_every_module_and_their_children() {
     for name in ["alpha", "stubborn"] {
         let service = module_service(&client, name, None).await;
         let me = ask(&client, &service, "whoami", json!({})).await;
-        pids.push(me["pid"].as_u64().unwrap() as u32);
+        pids.push(pid_in(&me));
         let child = ask(&client, &service, "forkChild", json!({})).await;
-        pids.push(child["pid"].as_u64().unwrap() as u32);
+        pids.push(pid_in(&child));
     }
     assert!(pids.iter().all(|pid| alive(*pid)), "{pids:?}");
     client.close();
@@ -403,9 +401,7 @@ async fn a_module_dies_with_a_hub_killed_without_warning() {
     let mut hub = ModuleHub::start(&module_section("alpha", &[]));
     let client = hub.client().await;
     let service = module_service(&client, "alpha", None).await;
-    let pid = ask(&client, &service, "whoami", json!({})).await["pid"]
-        .as_u64()
-        .unwrap() as u32;
+    let pid = pid_in(&ask(&client, &service, "whoami", json!({})).await);
     client.close();
     // SIGKILL: the hub stops nothing; the kernel's parent-death signal does.
     tokio::task::block_in_place(|| hub.hub.kill());

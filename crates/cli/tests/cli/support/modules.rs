@@ -156,6 +156,14 @@ pub async fn ask(client: &Client, service: &ServiceInfo, method: &str, params: V
         .unwrap_or_else(|error| panic!("{method} to the test module: {error}"))
 }
 
+/// The `pid` a test module answered (`whoami`, `forkChild`).
+pub fn pid_in(answer: &Value) -> u32 {
+    answer["pid"]
+        .as_u64()
+        .and_then(|pid| u32::try_from(pid).ok())
+        .unwrap_or_else(|| panic!("no pid in {answer}"))
+}
+
 /// Whether process `pid` still exists (a zombie counts as gone).
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
