@@ -12,11 +12,13 @@ mod call;
 mod connect;
 mod describe;
 mod mcp;
+mod modules;
 mod notify;
 mod output;
 mod provide_mcp;
 mod scrape;
 mod serve;
+mod service;
 mod services;
 mod status;
 mod target;
@@ -52,9 +54,16 @@ enum Command {
     Mcp(mcp::McpArgs),
     /// Run a stdio MCP server and publish its tools on the hub: provide-mcp --namespace NS -- COMMAND [ARGS...]
     ProvideMcp(provide_mcp::ProvideMcpArgs),
+    /// The modules the hub supervises: list them, restart one, print its log.
+    Modules(modules::ModulesArgs),
+    /// Install the hub as a systemd user service (or remove it).
+    Service(service::ServiceArgs),
 }
 
 fn main() -> ExitCode {
+    // Started as a hub's module (provide-mcp): take the launch credential
+    // before any thread or child process exists.
+    let _ = switchboard_client::launch::init();
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Mcp(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -78,6 +87,8 @@ fn main() -> ExitCode {
             Command::Status(args) => status::status(args).await,
             Command::Mcp(args) => mcp::mcp(args).await,
             Command::ProvideMcp(args) => provide_mcp::provide_mcp(args).await,
+            Command::Modules(args) => modules::modules(args).await,
+            Command::Service(args) => service::service(args).await,
         }
     });
     match outcome {

@@ -84,10 +84,20 @@ pub async fn reload(args: DirArgs) -> anyhow::Result<()> {
         }
         if message["id"] == 2 {
             let result = &message["result"];
-            println!(
+            let mut text = format!(
                 "reloaded: {} principals, {} grants, {} connections closed",
                 result["principals"], result["grants"], result["closed"]
             );
+            for change in ["added", "removed", "restarted"] {
+                let names: Vec<&str> = result["modules"][change]
+                    .as_array()
+                    .map(|names| names.iter().filter_map(|n| n.as_str()).collect())
+                    .unwrap_or_default();
+                if !names.is_empty() {
+                    text.push_str(&format!("; modules {change}: {}", names.join(", ")));
+                }
+            }
+            println!("{text}");
             return Ok(());
         }
     }

@@ -6,11 +6,13 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 use switchboard_client::protocol::discovery::HubInfo;
+use switchboard_client::protocol::modules::ModuleStatus;
 use switchboard_hub::dir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::connect;
+use crate::modules;
 use crate::output::emit;
 use crate::scrape::{self, Metric, Metrics};
 use crate::serve::DirArgs;
@@ -41,7 +43,8 @@ const SHOWN: [(&str, &str); 14] = [
 Prints `key: value` lines: hub, dir, pid, socket, websocket, then the counts
 from the hub's /metrics (connections, services, catalog subscribers, requests
 in flight, started, completed and failed, notifications forwarded and dropped,
-queued bytes, …), counts by reason in parentheses.
+queued bytes, …), counts by reason in parentheses, then the modules the hub
+supervises, one line each (state, pid, services, restarts, last exit).
 
 Exit status: 0 when a hub runs (hub.json is there and its socket answers
 ping), 1 otherwise.")]
@@ -71,6 +74,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         Some(ws) => scrape::scrape(ws).await,
         None => Err(anyhow!("the hub serves no WebSocket port, so no /metrics")),
     };
+    let modules = supervised(&args.dir).await;
     if args.json {
         let mut report = json!({
             "running": true,
@@ -79,6 +83,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "socket": info.socket,
             "ws": info.ws,
             "metrics": metrics.as_ref().map_or(Value::Null, metrics_json),
+            "modules": modules.as_ref().ok(),
         });
         if let (Err(error), Some(report)) = (&metrics, report.as_object_mut()) {
             report.insert("metricsError".into(), json!(format!("{error:#}")));
@@ -97,8 +102,60 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         Ok(metrics) => lines.extend(metric_lines(metrics)),
         Err(error) => lines.push(format!("metrics: unavailable ({error:#})")),
     }
+    match &modules {
+        Ok(modules) => lines.extend(module_lines(modules)),
+        Err(error) => lines.push(format!("modules: unavailable ({error:#})")),
+    }
     emit(&format!("{}\n", lines.join("\n")))?;
     Ok(())
+}
+
+/// The hub's modules (`hub/modules`), on a connection of its own.
+async fn supervised(dir: &DirArgs) -> anyhow::Result<Vec<ModuleStatus>> {
+    let client = connect::connect(dir, "status").await?;
+    let modules = modules::fetch(&client).await;
+    client.close();
+    modules
+}
+
+/// `modules: 3 (2 running, 1 given-up)`, then one line per module.
+fn module_lines(modules: &[ModuleStatus]) -> Vec<String> {
+    let mut by_state: Vec<(&str, usize)> = Vec::new();
+    for module in modules {
+        match by_state
+            .iter_mut()
+            .find(|(state, _)| *state == module.state.name())
+        {
+            Some((_, count)) => *count += 1,
+            None => by_state.push((module.state.name(), 1)),
+        }
+    }
+    let summary: Vec<String> = by_state
+        .iter()
+        .map(|(state, count)| format!("{count} {state}"))
+        .collect();
+    let mut lines = vec![if modules.is_empty() {
+        "modules: 0".to_owned()
+    } else {
+        format!("modules: {} ({})", modules.len(), summary.join(", "))
+    }];
+    for module in modules {
+        let pid = module
+            .pid
+            .map_or_else(String::new, |pid| format!(", pid {pid}"));
+        let exit = module
+            .last_exit
+            .as_deref()
+            .map_or_else(String::new, |exit| format!(", last exit: {exit}"));
+        lines.push(format!(
+            "  {}: {}{pid}, services {}, restarts {}{exit}",
+            module.name,
+            module.state.name(),
+            module.services,
+            module.restarts
+        ));
+    }
+    lines
 }
 
 /// `hub.json` read and its socket answering `ping`.

@@ -19,12 +19,14 @@
 //! - [`Client`]: connect, register, request, notify, catalog, reconnect;
 //! - [`Handler`] / [`handler_fn`]: serve a service;
 //! - [`Catalog`]: the live view of the services this client may discover;
-//! - [`Error`] / [`ErrorKind`]: every hub error code, typed.
+//! - [`Error`] / [`ErrorKind`]: every hub error code, typed;
+//! - [`launch`]: a supervised module's launch credential, presented for it.
 
 mod catalog;
 mod client;
 mod connection;
 mod error;
+pub mod launch;
 mod service;
 mod transport;
 

@@ -19,6 +19,8 @@ use crate::error::Error;
 pub enum Endpoint {
     /// Read `hub.json` from this hub directory (`None`: the default directory
     /// rule: `$SWITCHBOARD_DIR`, `$XDG_RUNTIME_DIR/switchboard`, `/tmp/switchboard-<uid>`).
+    /// A module the hub in that directory started presents its launch
+    /// credential ([`crate::launch`]) instead of the `hub.json` token.
     Dir(Option<PathBuf>),
     /// A Unix socket; the token is `None` for an unverified connection.
     Unix {
@@ -31,7 +33,15 @@ pub enum Endpoint {
 
 /// Reads `hub.json` from a hub directory.
 pub fn read_hub_info(dir: Option<&Path>) -> Result<HubInfo, Error> {
-    let dir = discovery::hub_dir(dir, |name| std::env::var_os(name), current_uid());
+    read_info_in(&resolve_dir(dir))
+}
+
+/// The hub directory `dir` names, by the directory rule.
+fn resolve_dir(dir: Option<&Path>) -> PathBuf {
+    discovery::hub_dir(dir, |name| std::env::var_os(name), current_uid())
+}
+
+fn read_info_in(dir: &Path) -> Result<HubInfo, Error> {
     let path = dir.join(discovery::INFO_FILE);
     let text = std::fs::read_to_string(&path).map_err(|error| {
         Error::Discovery(format!(
@@ -73,9 +83,14 @@ pub(crate) enum Writer {
 pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<String>), Error> {
     match endpoint {
         Endpoint::Dir(dir) => {
-            let info = read_hub_info(dir.as_deref())?;
+            let dir = resolve_dir(dir.as_deref());
+            let info = read_info_in(&dir)?;
+            let token = match crate::launch::init() {
+                Some(launch) if launch.is_for(&dir) => launch.secret().to_owned(),
+                _ => info.token,
+            };
             let (reader, writer) = open_unix(&info.socket).await?;
-            Ok((reader, writer, Some(info.token)))
+            Ok((reader, writer, Some(token)))
         }
         Endpoint::Unix { path, token } => {
             let (reader, writer) = open_unix(path).await?;

@@ -16,6 +16,9 @@
 //! from = "explorer"                             # principal name or "*"
 //! to = "git"
 //! allow = ["discover", "request", "notify"]
+//!
+//! [modules.git]                                 # a module the hub starts and supervises
+//! command = "git-sidecar"                       # see `modules/spec.rs`
 //! ```
 //!
 //! Unknown keys are errors, so a typo never silently weakens the policy.
@@ -26,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use switchboard_protocol::limits::{Limits, LimitsError};
 
+use crate::modules::spec::{self, ModuleSection, ModuleSpec};
 use crate::policy::{Action, Grant, Policy, Selector};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +55,13 @@ pub enum ConfigError {
     },
     #[error("config file {path}: limits: {error}")]
     Limits { path: PathBuf, error: LimitsError },
+    #[error("config file {path}, line {line}: module {name:?}: {problem}")]
+    Module {
+        path: PathBuf,
+        name: String,
+        line: usize,
+        problem: String,
+    },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -64,6 +75,8 @@ struct File {
     principals: BTreeMap<String, PrincipalSection>,
     #[serde(default)]
     grants: Vec<GrantSection>,
+    #[serde(default)]
+    modules: BTreeMap<String, toml::Spanned<ModuleSection>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,6 +115,8 @@ pub struct Config {
     /// `(name, token)`.
     pub principals: Vec<(String, String)>,
     pub grants: Vec<Grant>,
+    /// `[modules.NAME]`, by name.
+    pub modules: Vec<ModuleSpec>,
 }
 
 impl Config {
@@ -122,6 +137,16 @@ impl Config {
         })?;
         let base = path.parent().unwrap_or(Path::new("."));
 
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let modules =
+            spec::resolve(text, file.modules, base, home.as_deref()).map_err(|error| {
+                ConfigError::Module {
+                    path: path.to_owned(),
+                    name: error.name,
+                    line: error.line,
+                    problem: error.problem,
+                }
+            })?;
         let limits = parse_limits(file.limits, path)?;
         limits.validate().map_err(|source| ConfigError::Limits {
             path: path.to_owned(),
@@ -157,6 +182,16 @@ impl Config {
             if token.is_empty() {
                 return Err(problem("the token is empty"));
             }
+            if switchboard_protocol::modules::is_launch_credential(&token) {
+                return Err(problem(
+                    "the token starts like a module's launch credential; choose another",
+                ));
+            }
+            if modules.iter().any(|module| module.name == name) {
+                return Err(problem(
+                    "a module has this name too; a module's principal is its name, so name them differently",
+                ));
+            }
             if principals.iter().any(|(_, other)| *other == token) {
                 return Err(problem("the token is the same as another principal's"));
             }
@@ -173,11 +208,13 @@ impl Config {
             let selector = |name: &str| -> Result<Selector, ConfigError> {
                 if name == "*" {
                     Ok(Selector::Any)
-                } else if principals.iter().any(|(known, _)| known == name) {
+                } else if principals.iter().any(|(known, _)| known == name)
+                    || modules.iter().any(|module| module.name == name)
+                {
                     Ok(Selector::Named(name.to_owned()))
                 } else {
                     Err(problem(format!(
-                        "{name:?} is not a principal of this file (or \"*\")"
+                        "{name:?} is not a principal or module of this file (or \"*\")"
                     )))
                 }
             };
@@ -201,6 +238,7 @@ impl Config {
             log_payloads: file.hub.log_payloads,
             principals,
             grants,
+            modules,
         })
     }
 
@@ -352,5 +390,32 @@ mod tests {
         let error =
             parse("[principals.a]\ntoken = \"x\"\n[principals.b]\ntoken = \"x\"\n").unwrap_err();
         assert!(error.to_string().contains("same as another"));
+        let error = parse("[principals.a]\ntoken = \"sb-launch-1\"\n").unwrap_err();
+        assert!(error.to_string().contains("launch credential"), "{error}");
+    }
+
+    #[test]
+    fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
+        let config = parse(
+            "[principals.explorer]\ntoken = \"e\"\n[modules.git]\ncommand = \"git-sidecar\"\n\
+             [[grants]]\nfrom = \"explorer\"\nto = \"git\"\nallow = [\"request\"]\n",
+        )
+        .unwrap();
+        assert_eq!(config.modules.len(), 1);
+        let policy = config.policy("d");
+        let explorer = Principal::reserved("explorer");
+        assert!(policy.allows(&explorer, &Principal::reserved("git"), Action::Request));
+
+        let error =
+            parse("[principals.git]\ntoken = \"g\"\n[modules.git]\ncommand = \"x\"\n").unwrap_err();
+        assert!(
+            error.to_string().contains("a module has this name too"),
+            "{error}"
+        );
+        let error = parse("\n[modules.git]\ncommand = \"\"\n").unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "config file /nonexistent/switchboard.toml, line 3: module \"git\": command is empty"
+        );
     }
 }

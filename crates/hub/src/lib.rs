@@ -14,10 +14,12 @@
 //! - `state`, `teardown`, `reload`, `scrape`: the shared state, a
 //!   connection's end and shutdown, config reloads, metrics;
 //! - [`policy`] and [`config`]: principals, tokens and grants;
+//! - [`modules`]: the processes the hub starts, proves and restarts;
 //! - [`dir`]: the hub directory, lock and `hub.json`.
 
 pub mod config;
 pub mod dir;
+pub mod modules;
 pub mod policy;
 pub mod server;
 

@@ -23,6 +23,7 @@ use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
 use switchboard_protocol::jsonrpc::ErrorObject;
 use switchboard_protocol::limits::names;
+use switchboard_protocol::Principal;
 
 use crate::conn::{Conn, Identity};
 use crate::ids::{self, ConnId};
@@ -440,5 +441,18 @@ impl Registry {
 
     pub fn subscriber_count(&self) -> usize {
         self.catalog.read().subscribers.len()
+    }
+
+    /// Services per reserved principal (`module_id` → count), for the
+    /// modules' views and `/metrics`. One pass under the read lock.
+    pub fn reserved_service_counts(&self) -> HashMap<String, u64> {
+        let catalog = self.catalog.read();
+        let mut counts = HashMap::new();
+        for listed in catalog.services.values() {
+            if let Principal::Reserved { module_id } = &listed.route.owner_principal.principal {
+                *counts.entry(module_id.clone()).or_insert(0) += 1;
+            }
+        }
+        counts
     }
 }

@@ -25,6 +25,9 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
     // published there (see `registry.rs`).
     hub.registry.replace_policy(policy.clone());
     hub.set_log_payloads(config.log_payloads);
+    // The supervisor starts, stops and restarts modules on its own time;
+    // the answer says what it was asked to do.
+    let modules = hub.modules.reload(config.modules);
 
     let conns = hub.admission.open().to_vec();
     let mut closed = 0;
@@ -35,6 +38,7 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
         let still_valid = match &identity.token_digest {
             Some(digest) => policy
                 .principal_for_digest(digest)
+                .or_else(|| hub.modules.launches().principal_for_digest(digest))
                 .is_some_and(|p| p.principal == identity.principal.principal),
             None => policy.allows_unverified(),
         };
@@ -53,11 +57,15 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
         principals = policy.principal_count(),
         grants = policy.grant_count(),
         closed,
+        modules_added = ?modules.added,
+        modules_removed = ?modules.removed,
+        modules_restarted = ?modules.restarted,
         "config reloaded"
     );
     Ok(ReloadResult {
         principals: policy.principal_count(),
         grants: policy.grant_count(),
         closed,
+        modules,
     })
 }

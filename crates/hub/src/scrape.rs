@@ -40,7 +40,11 @@ impl HubState {
             gauges.queued_bytes += conn.out.queued_bytes() as u64;
         }
         let counters = std::iter::once(&self.counters).chain(open.iter().map(|c| &c.counters));
-        metrics::render(counters, &gauges)
+        let mut text = metrics::render(counters, &gauges);
+        drop(open);
+        let services = self.registry.reserved_service_counts();
+        self.modules.render_metrics(&services, &mut text);
+        text
     }
 
     /// Open connections.

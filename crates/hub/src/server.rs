@@ -126,6 +126,19 @@ impl Hub {
             ws = info.ws.as_deref().unwrap_or("off"),
             "hub ready"
         );
+        // Modules start once the hub is reachable, and never hold up its start.
+        // Weak: the hub's state owns the supervisor's channel, and the
+        // supervisor must not keep the state alive.
+        let hub_dir = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
+        let hub = Arc::downgrade(&state);
+        let run_ended = Box::new(move |digest: &[u8; 32]| {
+            if let Some(hub) = hub.upgrade() {
+                teardown::close_authenticated_with(&hub, digest);
+            }
+        });
+        state
+            .modules
+            .start(config.modules, hub_dir, &tasks, run_ended);
         Ok(Hub {
             state,
             dir,
@@ -148,10 +161,12 @@ impl Hub {
         reload::reload(&self.state)
     }
 
-    /// Clean shutdown: stop accepting, fail pending requests with -32052,
-    /// let connections flush (bounded), remove `hub.json` and the socket.
+    /// Clean shutdown: stop the modules (SIGTERM, then SIGKILL; bounded),
+    /// stop accepting, fail pending requests with -32052, let connections
+    /// flush (bounded), remove `hub.json` and the socket.
     pub async fn shutdown(mut self) {
         tracing::info!("shutting down");
+        self.state.modules.shutdown().await;
         teardown::begin_shutdown(&self.state);
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())

@@ -16,11 +16,13 @@ use switchboard_protocol::hub::{
 use switchboard_protocol::json;
 use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Layout, Message};
 use switchboard_protocol::limits::{names, MAX_METADATA_DEPTH};
+use switchboard_protocol::modules::{is_launch_credential, ModulesResult};
 use switchboard_protocol::{ErrorCode, Principal};
 
-use crate::conn::{Conn, Identity};
+use crate::conn::{Conn, Identity, Transport};
 use crate::ids;
 use crate::metrics::{Counters, NotifyDrop};
+use crate::modules::launch::Peer;
 use crate::outbound::{Class, Pushed};
 use crate::policy::Authenticated;
 use crate::reload;
@@ -49,6 +51,8 @@ pub struct Session {
     hub: Arc<HubState>,
     conn: Arc<Conn>,
     bearer: Option<Bearer>,
+    /// Which process is at the other end, for launch credentials.
+    peer: Peer,
 }
 
 /// Members of `initialize` params, raw so a bad one can be named.
@@ -74,6 +78,12 @@ struct RawServiceParams<'a> {
     service_id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     metadata: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawNameParams<'a> {
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -151,7 +161,24 @@ fn metadata_member(raw: Option<&RawValue>, max: u64) -> Result<&RawValue, ErrorO
 
 impl Session {
     pub fn new(hub: Arc<HubState>, conn: Arc<Conn>, bearer: Option<Bearer>) -> Self {
-        Session { hub, conn, bearer }
+        let peer = match conn.transport {
+            Transport::Unix => Peer::Unix(None),
+            Transport::WebSocket => Peer::WebSocket,
+        };
+        Session {
+            hub,
+            conn,
+            bearer,
+            peer,
+        }
+    }
+
+    /// The peer's pid (`SO_PEERCRED`), on the Unix socket.
+    pub fn with_peer_pid(mut self, pid: Option<u32>) -> Self {
+        if let Peer::Unix(_) = self.peer {
+            self.peer = Peer::Unix(pid);
+        }
+        self
     }
 
     pub fn conn(&self) -> &Arc<Conn> {
@@ -271,6 +298,8 @@ impl Session {
             method::SUBSCRIBE => self.subscribe(id, params),
             method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params, layout),
             method::RELOAD => self.reply(id, self.reload(identity)),
+            method::MODULES => self.reply(id, self.modules(identity)),
+            method::RESTART_MODULE => self.reply(id, self.restart_module(identity, params)),
             method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
                 let error = reply::invalid_request(
                     "notificationWithId",
@@ -410,6 +439,22 @@ impl Session {
     /// bearer token; when both it and `authToken` are present they must name
     /// the same principal.
     fn authenticate(&self, token: Option<&str>) -> Option<Authenticated> {
+        if let Some(credential) = token.filter(|t| is_launch_credential(t)) {
+            // A module's launch credential: only for its own process, on
+            // the Unix socket (`modules/launch.rs`). Never the bearer's.
+            return match self
+                .hub
+                .modules
+                .launches()
+                .authenticate(credential, self.peer)
+            {
+                Ok(authenticated) => Some(authenticated),
+                Err(refusal) => {
+                    tracing::warn!(%refusal, "refused a launch credential");
+                    None
+                }
+            };
+        }
         let policy = self.hub.registry.policy();
         match (&self.bearer, token) {
             (Some(Bearer::Invalid), _) => None,
@@ -508,11 +553,7 @@ impl Session {
     }
 
     fn reload(&self, identity: &Identity) -> Result<String, ErrorObject> {
-        if identity.principal.principal != Principal::Direct {
-            return Err(reply::permission_denied(
-                "only the hub's own (direct) principal may reload its config",
-            ));
-        }
+        require_direct(identity, "reload its config")?;
         let result = reload::reload(&self.hub).map_err(|error| {
             ErrorObject::new(
                 ErrorCode::InternalError,
@@ -521,6 +562,47 @@ impl Session {
             .with_data(&json!({ "reason": "config" }))
         })?;
         Ok(serde_json::to_string(&result).expect("serializes"))
+    }
+
+    /// `hub/modules`: every module's state and the services its
+    /// connections registered.
+    fn modules(&self, identity: &Identity) -> Result<String, ErrorObject> {
+        require_direct(identity, "list its modules")?;
+        let services = self.hub.registry.reserved_service_counts();
+        let modules = self
+            .hub
+            .modules
+            .status(|name| services.get(name).copied().unwrap_or(0));
+        Ok(serde_json::to_string(&ModulesResult { modules }).expect("serializes"))
+    }
+
+    /// `hub/restartModule {name}`: answered once the restart is under way
+    /// (`hub/modules` shows it through).
+    fn restart_module(
+        &self,
+        identity: &Identity,
+        params: Option<&RawValue>,
+    ) -> Result<String, ErrorObject> {
+        require_direct(identity, "restart its modules")?;
+        let params: RawNameParams<'_> = object(params)?;
+        let name = string_member(params.name, "name")?;
+        if !self.hub.modules.restart(&name) {
+            return Err(reply::not_found(format!(
+                "no module {name:?} in the hub's config"
+            )));
+        }
+        Ok("{}".into())
+    }
+}
+
+/// The hub's own methods are the `direct` principal's alone.
+fn require_direct(identity: &Identity, what: &str) -> Result<(), ErrorObject> {
+    if identity.principal.principal == Principal::Direct {
+        Ok(())
+    } else {
+        Err(reply::permission_denied(format!(
+            "only the hub's own (direct) principal may {what}"
+        )))
     }
 }
 

@@ -17,6 +17,7 @@ use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
 use crate::metrics::Counters;
+use crate::modules::Modules;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
 
@@ -32,6 +33,8 @@ pub struct HubState {
     pub admission: Admission,
     /// The config file `reload` re-reads (`None`: defaults only).
     pub config_path: Option<PathBuf>,
+    /// The supervised modules and their live launch credentials.
+    pub modules: Modules,
     direct_token: String,
     /// Replaced by each reload.
     log_payloads: AtomicBool,
@@ -51,6 +54,7 @@ impl HubState {
             counters: Counters::default(),
             admission: Admission::new(config.limits.max_connections),
             config_path,
+            modules: Modules::default(),
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),

@@ -35,6 +35,25 @@ pub fn disconnect(hub: &HubState, conn: &Arc<Conn>) {
     );
 }
 
+/// Closes every connection that authenticated with the token (or launch
+/// credential) of this digest: a module run that ended takes the
+/// connections made with its credential along, a descendant's included.
+/// Each one's own task then tears it down.
+pub fn close_authenticated_with(hub: &HubState, digest: &[u8; 32]) -> usize {
+    let conns = hub.admission.open().to_vec();
+    let mut closed = 0;
+    for conn in conns {
+        let matches = conn
+            .identity()
+            .is_some_and(|identity| identity.token_digest.as_ref() == Some(digest));
+        if matches {
+            conn.out.drain_and_close();
+            closed += 1;
+        }
+    }
+    closed
+}
+
 /// Forgets a connection whose task has ended, keeping its counts, and frees
 /// its slot.
 pub fn release(hub: &HubState, conn: &Conn) {

@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use crate::error::GoneReason;
 use crate::jsonrpc::present;
 use crate::limits::Limits;
+use crate::modules::ModuleChanges;
 use crate::principal::Principal;
 
 /// The protocol version this crate speaks.
@@ -54,6 +55,10 @@ pub mod method {
     pub const CANCEL_REQUEST: &str = "$/cancelRequest";
     /// Extension: re-read the config (direct principal only).
     pub const RELOAD: &str = "hub/reload";
+    /// Extension: the supervised modules and their state (direct only).
+    pub const MODULES: &str = "hub/modules";
+    /// Extension: stop a module and start it again (direct only).
+    pub const RESTART_MODULE: &str = "hub/restartModule";
 }
 
 // ---- initialize ------------------------------------------------------------
@@ -343,6 +348,9 @@ pub struct ReloadResult {
     pub grants: usize,
     /// Connections closed because their token no longer maps to a principal.
     pub closed: usize,
+    /// Modules added, removed and restarted because their config changed.
+    #[serde(default, skip_serializing_if = "ModuleChanges::is_empty")]
+    pub modules: ModuleChanges,
 }
 
 /// A method name is non-empty printable ASCII of at most `max` bytes.

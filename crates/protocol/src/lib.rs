@@ -9,6 +9,7 @@
 //! - [`principal`]: who is behind a connection;
 //! - [`scan`]: the members of an already-validated object, without re-parsing;
 //! - [`discovery`]: the hub directory rule and `hub.json`;
+//! - [`modules`]: launch credentials and the supervised modules' shapes;
 //! - [`tool_call`]: the `tool-provider` contract of `tool-call.md`.
 
 pub mod discovery;
@@ -17,6 +18,7 @@ pub mod hub;
 pub mod json;
 pub mod jsonrpc;
 pub mod limits;
+pub mod modules;
 pub mod principal;
 pub mod scan;
 pub mod tool_call;

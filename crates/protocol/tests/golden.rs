@@ -14,10 +14,11 @@ use switchboard_protocol::error::{
 };
 use switchboard_protocol::hub::{
     ActionParams, CancelParams, CatalogAction, Empty, InitializeParams, InitializeResult,
-    NotifyParams, RegisterServiceParams, RegisterServiceResult, RemovalReason, RequestParams,
-    RoutedParams, Service, Snapshot, SubscribeParams, SubscribeResult, UnregisterServiceParams,
-    UpdateServiceParams,
+    NotifyParams, RegisterServiceParams, RegisterServiceResult, ReloadResult, RemovalReason,
+    RequestParams, RoutedParams, Service, Snapshot, SubscribeParams, SubscribeResult,
+    UnregisterServiceParams, UpdateServiceParams,
 };
+use switchboard_protocol::modules::{ModuleState, ModulesResult, RestartModuleParams};
 use switchboard_protocol::tool_call::{
     validate_call_key, validate_origin_call_key, validate_schema_pin,
 };
@@ -438,4 +439,35 @@ fn token_errors_answer_invalid_params_with_field_and_reason() {
         too_long.to_error_object().message,
         "call_key is 257 bytes; at most 256 are allowed"
     );
+}
+
+#[test]
+fn modules_result_round_trips_and_leaves_out_what_a_state_lacks() {
+    let text = vector("modules_result.json");
+    let (result, encoded) = round_trip::<ModulesResult>(&text);
+    let states: Vec<ModuleState> = result.modules.iter().map(|m| m.state).collect();
+    assert_eq!(
+        states,
+        [
+            ModuleState::Running,
+            ModuleState::GivenUp,
+            ModuleState::Backoff
+        ]
+    );
+    assert_eq!(result.modules[0].pid, Some(4242));
+    assert_eq!(result.modules[2].retry_in_ms, Some(500));
+    // A module that does not run has no pid or uptime members at all.
+    let given_up = &value(&encoded)["modules"][1];
+    assert!(given_up.get("pid").is_none() && given_up.get("uptimeMs").is_none());
+    round_trip::<RestartModuleParams>(&vector("restart_module_params.json"));
+}
+
+#[test]
+fn reload_result_names_module_changes_only_when_there_are_some() {
+    let (result, _) = round_trip::<ReloadResult>(&vector("reload_result_modules.json"));
+    assert_eq!(result.modules.added, ["fs"]);
+    assert_eq!(result.modules.restarted, ["git"]);
+    let (result, encoded) = round_trip::<ReloadResult>(&vector("reload_result.json"));
+    assert!(result.modules.is_empty());
+    assert!(value(&encoded).get("modules").is_none());
 }

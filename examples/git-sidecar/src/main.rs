@@ -71,6 +71,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // Started as a hub's module: take the launch credential before any
+    // thread exists (see `switchboard_client::launch`).
+    let _ = switchboard_client::launch::init();
     let args = Args::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -9,6 +9,7 @@ mod acp;
 mod cli_commands;
 mod faults;
 mod mcp_gateway;
+mod modules;
 mod process;
 mod provide_mcp_fence;
 mod security;

@@ -100,8 +100,14 @@ async fn refuse(mut stream: UnixStream, max: u64) {
 }
 
 async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, stream: UnixStream) {
+    // The peer's pid, for a module's launch credential (one getsockopt).
+    let peer_pid = stream
+        .peer_cred()
+        .ok()
+        .and_then(|cred| cred.pid())
+        .and_then(|pid| u32::try_from(pid).ok());
     let (read_half, write_half) = stream.into_split();
-    let session = Session::new(hub.clone(), conn.clone(), None);
+    let session = Session::new(hub.clone(), conn.clone(), None).with_peer_pid(peer_pid);
     let read = read_lines(session, read_half);
     let write = write_batches(conn.clone(), write_half);
     transport::run(hub, conn, read, write).await;

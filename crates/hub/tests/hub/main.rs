@@ -9,6 +9,7 @@ mod end_to_end;
 mod lifecycle;
 mod limits;
 mod malformed;
+mod modules;
 mod notifications;
 mod overload;
 mod requests;

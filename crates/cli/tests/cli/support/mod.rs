@@ -4,7 +4,8 @@
 //!
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
-//! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client.
+//! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client;
+//! - [`modules`]: a hub with `[modules.NAME]`, and what the module tests ask of it.
 //!
 //! The ACP tests' own setup (model server, editor, provider) is in
 //! `acp/support`.
@@ -12,6 +13,7 @@
 pub mod commands;
 pub mod faults;
 pub mod mcp;
+pub mod modules;
 
 pub use commands::*;
 pub use switchboard_test_support::{metric_value, read_hub_json, HubProcess, LineClient, WAIT};

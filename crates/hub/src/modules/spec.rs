@@ -1,0 +1,335 @@
+//! `[modules.NAME]` in the config file: what to run, and how to restart it.
+//!
+//! ```toml
+//! [modules.git]
+//! command = "git-sidecar"            # a name on PATH, an absolute path, or relative to this file
+//! args = ["--repo", "~/src/proj"]    # a leading ~ is $HOME
+//! env = { RUST_LOG = "info" }
+//! restart = "on-failure"             # or "always", "never"
+//! log_max_bytes = 1048576            # NAME.log rotates to NAME.log.1 past this
+//!
+//! [modules.fs]                       # short form: provide-mcp --namespace fs -- …
+//! mcp = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "~/notes"]
+//! ```
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// Where a module's output goes before it rotates, unless the config says.
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 1024 * 1024;
+/// The smallest `log_max_bytes` accepted (a line or two of a panic).
+pub const MIN_LOG_MAX_BYTES: u64 = 4 * 1024;
+/// The most bytes a module name may have (the MCP namespace rule).
+pub const MAX_NAME_BYTES: usize = 64;
+
+/// When a module that ended is started again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// After a non-zero exit, a signal, or a failed start.
+    #[default]
+    OnFailure,
+    /// After every end, a clean exit included.
+    Always,
+    Never,
+}
+
+/// What a module runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    /// A command: a name looked up on `PATH`, or a path.
+    Command(PathBuf),
+    /// This very `switchboard` binary (`std::env::current_exe`), for the
+    /// `mcp = [...]` short form.
+    Switchboard,
+}
+
+/// One module, checked; `~` expanded, relative paths resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModuleSpec {
+    pub name: String,
+    pub program: Program,
+    pub args: Vec<OsString>,
+    pub env: Vec<(String, String)>,
+    pub restart: RestartPolicy,
+    pub log_max_bytes: u64,
+}
+
+impl ModuleSpec {
+    /// The program, for messages (`switchboard` for the `mcp` short form).
+    pub fn program_name(&self) -> String {
+        match &self.program {
+            Program::Command(path) => path.to_string_lossy().into_owned(),
+            Program::Switchboard => "switchboard".to_owned(),
+        }
+    }
+
+    /// The command line for people (`modules`, the log): program and
+    /// arguments separated by spaces.
+    pub fn command_line(&self) -> String {
+        std::iter::once(self.program_name())
+            .chain(self.args.iter().map(|a| a.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+/// A `[modules.NAME]` table as written. Unknown keys are errors.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModuleSection {
+    command: Option<Spanned<String>>,
+    #[serde(default)]
+    args: Vec<String>,
+    mcp: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    restart: RestartPolicy,
+    log_max_bytes: Option<Spanned<u64>>,
+}
+
+/// A module that cannot run as written: where and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub name: String,
+    /// 1-based line in the config file.
+    pub line: usize,
+    pub problem: String,
+}
+
+/// Checks every `[modules.NAME]` table. `text` is the config file (for line
+/// numbers), `base` its directory (for relative commands), `home` the
+/// directory `~` stands for.
+pub fn resolve(
+    text: &str,
+    sections: BTreeMap<String, Spanned<ModuleSection>>,
+    base: &Path,
+    home: Option<&Path>,
+) -> Result<Vec<ModuleSpec>, SpecError> {
+    let mut specs = Vec::with_capacity(sections.len());
+    for (name, section) in sections {
+        let header_line = line_of(text, section.span().start);
+        let section = section.into_inner();
+        let error = |line: usize, problem: String| SpecError {
+            name: name.clone(),
+            line,
+            problem,
+        };
+        check_name(&name).map_err(|problem| error(header_line, problem))?;
+        let expand = |arg: &str| expand_home(arg, home);
+        let (program, args) = match (section.command, section.mcp) {
+            (Some(command), None) => {
+                let line = line_of(text, command.span().start);
+                let command = command.into_inner();
+                if command.trim().is_empty() {
+                    return Err(error(line, "command is empty".into()));
+                }
+                let program = resolve_command(&expand(&command), base);
+                let args = section.args.iter().map(|a| expand(a).into()).collect();
+                (Program::Command(program), args)
+            }
+            (None, Some(mcp)) => {
+                let line = line_of(text, mcp.span().start);
+                let mcp = mcp.into_inner();
+                if mcp.first().is_none_or(|c| c.trim().is_empty()) {
+                    return Err(error(
+                        line,
+                        "mcp is empty: give the MCP server's command and its arguments".into(),
+                    ));
+                }
+                if !section.args.is_empty() {
+                    return Err(error(
+                        line,
+                        "args goes with command; with mcp, put the arguments in the mcp list"
+                            .into(),
+                    ));
+                }
+                let mut args: Vec<OsString> = ["provide-mcp", "--namespace", &name, "--"]
+                    .into_iter()
+                    .map(OsString::from)
+                    .collect();
+                args.extend(mcp.iter().map(|a| OsString::from(expand(a))));
+                (Program::Switchboard, args)
+            }
+            (Some(command), Some(_)) => {
+                return Err(error(
+                    line_of(text, command.span().start),
+                    "give either command (with args) or mcp, not both".into(),
+                ))
+            }
+            (None, None) => {
+                return Err(error(
+                    header_line,
+                    "no command: give command (with args) or mcp".into(),
+                ))
+            }
+        };
+        let log_max_bytes = match section.log_max_bytes {
+            None => DEFAULT_LOG_MAX_BYTES,
+            Some(bytes) if *bytes.get_ref() >= MIN_LOG_MAX_BYTES => bytes.into_inner(),
+            Some(bytes) => {
+                return Err(error(
+                    line_of(text, bytes.span().start),
+                    format!(
+                        "log_max_bytes is {}; at least {MIN_LOG_MAX_BYTES} is needed",
+                        bytes.get_ref()
+                    ),
+                ))
+            }
+        };
+        specs.push(ModuleSpec {
+            name,
+            program,
+            args,
+            env: section.env.into_iter().collect(),
+            restart: section.restart,
+            log_max_bytes,
+        });
+    }
+    Ok(specs)
+}
+
+/// A module name becomes a principal (`reserved{module_id}`), a file name
+/// (`modules/NAME.log`) and, for `mcp`, a tool namespace: so the namespace
+/// rule, `[A-Za-z0-9_.-]`, 1 to 64 bytes, and it may not start with `.` or `-`.
+fn check_name(name: &str) -> Result<(), String> {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+    if name.is_empty()
+        || name.len() > MAX_NAME_BYTES
+        || !name.bytes().all(allowed)
+        || name.starts_with(['.', '-'])
+    {
+        return Err(format!(
+            "a module name is 1 to {MAX_NAME_BYTES} of A-Z a-z 0-9 _ . - and does not start with . or -"
+        ));
+    }
+    Ok(())
+}
+
+/// `~` or `~/…` at the start of `arg` is `home`; anything else is kept.
+fn expand_home(arg: &str, home: Option<&Path>) -> String {
+    match (home, arg.strip_prefix('~')) {
+        (Some(home), Some("")) => home.to_string_lossy().into_owned(),
+        (Some(home), Some(rest)) if rest.starts_with('/') => {
+            format!("{}{rest}", home.to_string_lossy())
+        }
+        _ => arg.to_owned(),
+    }
+}
+
+/// A bare name is looked up on `PATH` when the module starts; a relative
+/// path is relative to the config file's directory, like `token_file`.
+fn resolve_command(command: &str, base: &Path) -> PathBuf {
+    let path = Path::new(command);
+    if path.is_absolute() || !command.contains('/') {
+        path.to_owned()
+    } else {
+        base.join(path)
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .map_or(0, |before| before.matches('\n').count())
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct File {
+        modules: BTreeMap<String, Spanned<ModuleSection>>,
+    }
+
+    fn parse(text: &str) -> Result<Vec<ModuleSpec>, SpecError> {
+        let file: File = toml::from_str(text).expect("valid TOML");
+        resolve(
+            text,
+            file.modules,
+            Path::new("/etc/sb"),
+            Some(Path::new("/home/u")),
+        )
+    }
+
+    #[test]
+    fn the_long_form_and_the_mcp_short_form() {
+        let specs = parse(
+            r#"
+[modules.git]
+command = "git-sidecar"
+args = ["--repo", "~/src/proj", "a~b", "~"]
+env = { RUST_LOG = "info" }
+restart = "always"
+
+[modules.fs]
+mcp = ["npx", "-y", "server", "~/notes"]
+"#,
+        )
+        .unwrap();
+        let fs = &specs[0];
+        assert_eq!(fs.name, "fs");
+        assert_eq!(fs.program, Program::Switchboard);
+        assert_eq!(
+            fs.command_line(),
+            "switchboard provide-mcp --namespace fs -- npx -y server /home/u/notes"
+        );
+        assert_eq!(fs.restart, RestartPolicy::OnFailure);
+        let git = &specs[1];
+        assert_eq!(git.program, Program::Command("git-sidecar".into()));
+        assert_eq!(
+            git.args,
+            ["--repo", "/home/u/src/proj", "a~b", "/home/u"].map(OsString::from)
+        );
+        assert_eq!(git.env, vec![("RUST_LOG".into(), "info".into())]);
+        assert_eq!(git.restart, RestartPolicy::Always);
+        assert_eq!(git.log_max_bytes, DEFAULT_LOG_MAX_BYTES);
+    }
+
+    #[test]
+    fn relative_commands_are_relative_to_the_config() {
+        let specs = parse(
+            "[modules.a]\ncommand = \"bin/tool\"\n[modules.b]\ncommand = \"/usr/bin/tool\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            specs[0].program,
+            Program::Command("/etc/sb/bin/tool".into())
+        );
+        assert_eq!(specs[1].program, Program::Command("/usr/bin/tool".into()));
+    }
+
+    #[test]
+    fn mistakes_name_their_line() {
+        let error = parse("[hub]\n\n[modules.git]\ncommand = \"  \"\n").unwrap_err();
+        assert_eq!((error.name.as_str(), error.line), ("git", 4));
+        assert!(error.problem.contains("command is empty"), "{error:?}");
+
+        let error = parse("\n[modules.fs]\nmcp = []\n").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(error.problem.contains("mcp is empty"), "{error:?}");
+
+        let error = parse("[modules.x]\nenv = {}\n").unwrap_err();
+        assert_eq!(error.line, 1);
+        assert!(error.problem.contains("no command"), "{error:?}");
+
+        let error = parse("[modules.x]\nmcp = [\"a\"]\ncommand = \"b\"\n").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(error.problem.contains("not both"), "{error:?}");
+
+        let error = parse("[modules.\"../x\"]\ncommand = \"b\"\n").unwrap_err();
+        assert_eq!(error.line, 1);
+        assert!(error.problem.contains("module name"), "{error:?}");
+
+        let error = parse("[modules.x]\ncommand = \"b\"\nlog_max_bytes = 10\n").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(error.problem.contains("at least 4096"), "{error:?}");
+    }
+}
