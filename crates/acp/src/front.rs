@@ -30,6 +30,7 @@ use switchboard_tools::consumer::{ConsumerOptions, HubTools};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
+use crate::guard::Launcher;
 use crate::jobs::{JobExecutor, JobLimits};
 use crate::model::ModelClient;
 use crate::options::{AcpOptions, FrontLimits};
@@ -50,6 +51,8 @@ pub enum FrontError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error("cannot create the job guards' lifeline pipe: {0}")]
+    Guard(std::io::Error),
     #[error("the ACP connection failed: {0}")]
     Connection(String),
 }
@@ -113,13 +116,17 @@ impl Front {
         let store = Arc::new(Store::open(&options.store_path()).await?);
         let model = ModelClient::new(&options.model)?;
         let limits = Arc::new(options.limits.clone());
-        let jobs = Arc::new(JobExecutor::new(JobLimits {
-            max_running_per_session: limits.max_running_jobs_per_session,
-            output_bytes: limits.job_output_bytes,
-            retained_per_session: limits
-                .retained_jobs_per_session
-                .max(limits.max_running_jobs_per_session + 1),
-        }));
+        let launcher = Launcher::new(options.guard_program.clone()).map_err(FrontError::Guard)?;
+        let jobs = Arc::new(JobExecutor::new(
+            JobLimits {
+                max_running_per_session: limits.max_running_jobs_per_session,
+                output_bytes: limits.job_output_bytes,
+                retained_per_session: limits
+                    .retained_jobs_per_session
+                    .max(limits.max_running_jobs_per_session + 1),
+            },
+            Some(launcher.clone()),
+        ));
         Ok(Arc::new(Front {
             sessions: SessionTable::new(limits.max_sessions),
             routes: Arc::new(Routes::default()),

@@ -19,6 +19,7 @@
 //!   once when the connection closes.
 
 pub mod front;
+pub mod guard;
 pub mod ids;
 pub mod jobs;
 pub mod model;

@@ -11,6 +11,9 @@ pub struct AcpOptions {
     pub hub_dir: PathBuf,
     pub model: ModelOptions,
     pub limits: FrontLimits,
+    /// The `switchboard` binary: jobs and MCP servers run under its guard
+    /// subcommand ([`crate::guard`]).
+    pub guard_program: PathBuf,
 }
 
 impl AcpOptions {

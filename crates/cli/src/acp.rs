@@ -58,6 +58,8 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
     let api_key = std::env::var(API_KEY_VAR)
         .ok()
         .filter(|key| !key.is_empty());
+    let guard_program =
+        std::env::current_exe().context("cannot find the switchboard binary for job guards")?;
     let defaults = FrontLimits::default();
     let options = AcpOptions {
         hub_dir: dir::resolve(args.dir.dir.as_deref()),
@@ -75,8 +77,31 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
             tool_call_timeout: args.tool_timeout,
             ..defaults
         },
+        guard_program,
     };
     switchboard_acp::run_stdio(options)
         .await
         .context("the ACP front stopped")
+}
+
+/// `switchboard __acp-guard --lifeline FD -- PROGRAM ARGS...`: runs one job
+/// or MCP server of `switchboard acp` under a guard. Never returns.
+pub fn guard(args: Vec<std::ffi::OsString>) -> ! {
+    let usage = || -> ! {
+        eprintln!(
+            "usage: switchboard {} --lifeline FD -- PROGRAM [ARGS...] (started by switchboard acp)",
+            switchboard_acp::guard::GUARD_SUBCOMMAND
+        );
+        std::process::exit(2)
+    };
+    let [flag, fd, separator, command @ ..] = args.as_slice() else {
+        usage()
+    };
+    let Some(fd) = fd.to_str().and_then(|fd| fd.parse().ok()) else {
+        usage()
+    };
+    if flag != "--lifeline" || separator != "--" || command.is_empty() {
+        usage()
+    }
+    switchboard_acp::guard::run(fd, command)
 }

@@ -55,6 +55,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A job guard (`switchboard_acp::guard`) is one small single-threaded
+    // process: no runtime, no logging, no argument parser of its own.
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(switchboard_acp::guard::GUARD_SUBCOMMAND.as_ref()) {
+        acp::guard(args.collect());
+    }
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Mcp(_)));
     let runtime = match tokio::runtime::Builder::new_multi_thread()

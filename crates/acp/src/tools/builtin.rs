@@ -127,7 +127,7 @@ pub async fn run(
                 Err(error) => return ToolOutcome::failure(format!("invalid arguments: {error}")),
             };
             let report = if tool == Builtin::JobOutput {
-                jobs.output(session_id, &args.job_id)
+                jobs.output(session_id, &args.job_id).await
             } else {
                 jobs.kill(session_id, &args.job_id).await
             };
