@@ -19,8 +19,9 @@ use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
     ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
     NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionUpdate, StopReason,
+    ClientCapabilities, CurrentModeUpdate, SessionCapabilities, SessionCloseCapabilities,
+    SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
+    SetSessionModeRequest, SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
@@ -31,7 +32,9 @@ use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
 use crate::guard::Launcher;
-use crate::jobs::{JobExecutor, JobLimits};
+use crate::jobs::{EditorTerminals, JobExecutor, JobLimits};
+use crate::modes::{self, Mode};
+use crate::tools::files::FileAccess;
 use crate::model::ModelClient;
 use crate::options::{AcpOptions, FrontLimits};
 use crate::output::SessionOutput;
@@ -66,6 +69,9 @@ pub struct Front {
     model: ModelClient,
     hub: HubTools,
     jobs: Arc<JobExecutor>,
+    /// What the editor said it can do (`initialize`): its file system and
+    /// terminals.
+    client: parking_lot::RwLock<ClientCapabilities>,
     /// Every task that answers a request later.
     tasks: TaskTracker,
     teardown: OnceCell<()>,
@@ -138,13 +144,21 @@ impl Front {
             model,
             jobs,
             limits,
+            client: parking_lot::RwLock::new(ClientCapabilities::default()),
             tasks: TaskTracker::new(),
             teardown: OnceCell::new(),
         }))
     }
 
     pub fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
-        tracing::info!(client = ?request.client_info.map(|c| c.name), "initialize");
+        tracing::info!(
+            client = ?request.client_info.map(|c| c.name),
+            fs_read = request.client_capabilities.fs.read_text_file,
+            fs_write = request.client_capabilities.fs.write_text_file,
+            terminal = request.client_capabilities.terminal,
+            "initialize"
+        );
+        *self.client.write() = request.client_capabilities;
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(
                 AgentCapabilities::new()
@@ -189,7 +203,7 @@ impl Front {
                 Ok(()) => reservation
                     .complete(Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0))
                     .map_err(table_error)
-                    .map(|()| NewSessionResponse::new(id.clone())),
+                    .map(|()| NewSessionResponse::new(id.clone()).modes(Mode::default().state())),
             };
             if result.is_ok() {
                 tracing::info!(session = %id, "session created");
@@ -256,7 +270,7 @@ impl Front {
             let result = reservation
                 .complete(session)
                 .map_err(table_error)
-                .map(|()| LoadSessionResponse::new());
+                .map(|()| LoadSessionResponse::new().modes(Mode::default().state()));
             if result.is_ok() {
                 tracing::info!(session = %id, turns, "session loaded");
             }
@@ -327,6 +341,32 @@ impl Front {
         self.jobs.kill_session(&session.id).await;
     }
 
+    /// `session/set_mode`: switches that session only, and says so with a
+    /// `current_mode_update` (after the answer).
+    pub fn set_mode(
+        &self,
+        request: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        cx: ConnectionTo<Client>,
+    ) {
+        let id = request.session_id.0.to_string();
+        let session = match self.sessions.get(&id) {
+            Ok(session) => session,
+            Err(error) => return answer(responder, Err(table_error(error))),
+        };
+        let Some(mode) = Mode::from_id(&request.mode_id.0) else {
+            return answer(responder, Err(invalid_params(modes::unknown(&request.mode_id.0))));
+        };
+        session.set_mode(mode);
+        tracing::info!(session = %id, mode = mode.id(), "mode changed");
+        answer(responder, Ok(SetSessionModeResponse::new()));
+        send(
+            &cx,
+            &id,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
+        );
+    }
+
     pub fn cancel(&self, notification: CancelNotification) {
         let id = notification.session_id.0.to_string();
         // An unknown (or still loading) session has nothing to cancel.
@@ -359,6 +399,11 @@ impl Front {
         let prompt_json = serde_json::to_value(&request.prompt).unwrap_or(Value::Null);
         self.store
             .append_turn_start(&id, ticket.number, &prompt_json, title_of(&request.prompt));
+        let client = self.client.read().clone();
+        let files = FileAccess::new(cx.clone(), &id, session.cwd(), &client);
+        let terminals = client
+            .terminal
+            .then(|| EditorTerminals::new(cx.clone(), &id));
         let output = SessionOutput::new(cx, self.store.clone(), &id, ticket.number);
         let context = TurnContext {
             session: session.clone(),
@@ -367,6 +412,8 @@ impl Front {
             model: self.model.clone(),
             hub: self.hub.clone(),
             jobs: self.jobs.clone(),
+            terminals,
+            files,
             routes: self.routes.clone(),
             limits: self.limits.clone(),
         };

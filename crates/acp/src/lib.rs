@@ -23,6 +23,7 @@ pub mod guard;
 pub mod ids;
 pub mod jobs;
 pub mod model;
+pub mod modes;
 pub mod options;
 pub mod output;
 pub mod permission;
@@ -34,7 +35,7 @@ pub mod turn;
 
 use agent_client_protocol::v1::schema::{
     CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest,
+    LoadSessionRequest, NewSessionRequest, PromptRequest, SetSessionModeRequest,
 };
 use agent_client_protocol::{Agent, ConnectTo};
 use tokio::signal::unix::{signal, SignalKind};
@@ -111,6 +112,16 @@ pub async fn run(
                 let front = front.clone();
                 async move |request: PromptRequest, responder, cx| {
                     front.prompt(request, responder, cx);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let front = front.clone();
+                async move |request: SetSessionModeRequest, responder, cx| {
+                    front.set_mode(request, responder, cx);
                     Ok(())
                 }
             },

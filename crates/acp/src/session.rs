@@ -19,6 +19,8 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::modes::Mode;
+
 /// What the user answered "always" to, for one tool in this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Remembered {
@@ -61,6 +63,7 @@ struct SessionState {
     pending_permissions: HashMap<u64, oneshot::Sender<()>>,
     next_permission: u64,
     remembered: HashMap<String, Remembered>,
+    mode: Mode,
     closing: bool,
 }
 
@@ -94,6 +97,7 @@ impl Session {
                 pending_permissions: HashMap::new(),
                 next_permission: 0,
                 remembered: HashMap::new(),
+                mode: Mode::default(),
                 closing: false,
             }),
             idle: watch::Sender::new(true),
@@ -204,6 +208,15 @@ impl Session {
 
     pub fn remembered(&self, tool: &str) -> Option<Remembered> {
         self.state.lock().remembered.get(tool).copied()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.state.lock().mode
+    }
+
+    /// Switches this session's mode; the next tool call is gated by it.
+    pub fn set_mode(&self, mode: Mode) {
+        self.state.lock().mode = mode;
     }
 
     pub fn remember(&self, tool: &str, answer: Remembered) {

@@ -340,20 +340,24 @@ impl JobExecutor {
         command: &str,
         cwd: &Path,
     ) -> Result<(String, String), JobError> {
-        self.admit(&mut self.table.lock(), owner)?;
+        {
+            let mut table = self.table.lock();
+            self.admit(&mut table, owner)?;
+        }
         let terminal = terminals
             .create(command, cwd, self.limits.output_bytes)
             .await?;
         let terminal_id = terminal.id().to_owned();
-        let mut table = self.table.lock();
-        if table.shut_down {
-            drop(table);
+        let job = {
+            let mut table = self.table.lock();
+            (!table.shut_down)
+                .then(|| self.insert(&mut table, owner, Runner::Terminal(terminal.clone())))
+        };
+        let Some(job) = job else {
             terminal.kill().await;
             terminal.release().await;
             return Err(JobError::ShutDown);
-        }
-        let job = self.insert(&mut table, owner, Runner::Terminal(terminal.clone()));
-        drop(table);
+        };
         // Follows the command to its exit; a job killed and released (or a
         // connection gone) ends the wait with an error, recorded as an exit.
         let watched = job.clone();
