@@ -17,8 +17,8 @@ use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     self as acp, AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
     ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
+    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
+    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
     ClientCapabilities, CurrentModeUpdate, SessionCapabilities, SessionCloseCapabilities,
     SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
     SetSessionModeRequest, SetSessionModeResponse, StopReason,
@@ -33,7 +33,9 @@ use tokio_util::task::TaskTracker;
 
 use crate::guard::Launcher;
 use crate::jobs::{EditorTerminals, JobExecutor, JobLimits};
+use crate::mcp::{ServerContext, ServerSpec, SessionServers};
 use crate::modes::{self, Mode};
+use crate::requests::{LoadSession, NewSession, MCP_HTTP};
 use crate::tools::files::FileAccess;
 use crate::model::ModelClient;
 use crate::options::{AcpOptions, FrontLimits};
@@ -69,6 +71,8 @@ pub struct Front {
     model: ModelClient,
     hub: HubTools,
     jobs: Arc<JobExecutor>,
+    /// What sessions' MCP servers are started with.
+    servers: ServerContext,
     /// What the editor said it can do (`initialize`): its file system and
     /// terminals.
     client: parking_lot::RwLock<ClientCapabilities>,
@@ -133,6 +137,11 @@ impl Front {
             },
             Some(launcher.clone()),
         ));
+        let servers = ServerContext {
+            launcher,
+            start_timeout: limits.mcp_start_timeout,
+            call_timeout: limits.tool_call_timeout,
+        };
         Ok(Arc::new(Front {
             sessions: SessionTable::new(limits.max_sessions),
             routes: Arc::new(Routes::default()),
@@ -143,6 +152,7 @@ impl Front {
             store,
             model,
             jobs,
+            servers,
             limits,
             client: parking_lot::RwLock::new(ClientCapabilities::default()),
             tasks: TaskTracker::new(),
@@ -163,6 +173,7 @@ impl Front {
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
+                    .mcp_capabilities(McpCapabilities::new().http(MCP_HTTP))
                     // Text and resource links are the baseline every agent
                     // takes; images, audio and embedded resources are not.
                     .prompt_capabilities(PromptCapabilities::new())
@@ -180,13 +191,13 @@ impl Front {
 
     pub fn new_session(
         self: &Arc<Self>,
-        request: NewSessionRequest,
+        NewSession { request, servers }: NewSession,
         responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
     ) {
         if let Err(error) = require_absolute(&request.cwd) {
             return answer(responder, Err(error));
         }
-        note_mcp_servers(request.mcp_servers.len());
         let id = crate::ids::session_id();
         let reservation = match self.sessions.reserve(&id) {
             Ok(reservation) => reservation,
@@ -200,28 +211,55 @@ impl Front {
                     drop(reservation);
                     Err(internal(format!("cannot record the session: {error}")))
                 }
-                Ok(()) => reservation
-                    .complete(Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0))
-                    .map_err(table_error)
-                    .map(|()| NewSessionResponse::new(id.clone()).modes(Mode::default().state())),
+                Ok(()) => {
+                    let session = Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0);
+                    let failures = front.start_servers(&session, servers).await;
+                    match reservation.complete(session.clone()) {
+                        Ok(()) => Ok(failures),
+                        Err(error) => {
+                            session.stop_servers().await;
+                            Err(table_error(error))
+                        }
+                    }
+                }
             };
-            if result.is_ok() {
-                tracing::info!(session = %id, "session created");
-            }
-            answer(responder, result);
+            let failures = match result {
+                Ok(failures) => {
+                    tracing::info!(session = %id, "session created");
+                    answer(
+                        responder,
+                        Ok(NewSessionResponse::new(id.clone()).modes(Mode::default().state())),
+                    );
+                    failures
+                }
+                Err(error) => return answer(responder, Err(error)),
+            };
+            report_failures(&cx, &id, &failures);
         });
+    }
+
+    /// Starts `specs` for `session` (bounded by the start timeout); returns
+    /// what failed, one line each.
+    async fn start_servers(&self, session: &Arc<Session>, specs: Vec<ServerSpec>) -> Vec<String> {
+        if specs.is_empty() {
+            return Vec::new();
+        }
+        let servers =
+            SessionServers::start(&self.servers, &session.id, session.cwd(), specs).await;
+        let failures = servers.failures.clone();
+        session.attach_servers(Arc::new(servers));
+        failures
     }
 
     pub fn load_session(
         self: &Arc<Self>,
-        request: LoadSessionRequest,
+        LoadSession { request, servers }: LoadSession,
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) {
         if let Err(error) = require_absolute(&request.cwd) {
             return answer(responder, Err(error));
         }
-        note_mcp_servers(request.mcp_servers.len());
         let id = request.session_id.0.to_string();
         let reservation = match self.sessions.reserve(&id) {
             Ok(reservation) => reservation,
@@ -267,14 +305,17 @@ impl Front {
             }
             let turns = stored.turns.len();
             let session = Session::new(id.clone(), request.cwd.clone(), history, stored.next_turn);
-            let result = reservation
-                .complete(session)
-                .map_err(table_error)
-                .map(|()| LoadSessionResponse::new().modes(Mode::default().state()));
-            if result.is_ok() {
-                tracing::info!(session = %id, turns, "session loaded");
+            let failures = front.start_servers(&session, servers).await;
+            if let Err(error) = reservation.complete(session.clone()) {
+                session.stop_servers().await;
+                return answer(responder, Err(table_error(error)));
             }
-            answer(responder, result);
+            tracing::info!(session = %id, turns, "session loaded");
+            answer(
+                responder,
+                Ok(LoadSessionResponse::new().modes(Mode::default().state())),
+            );
+            report_failures(&cx, &id, &failures);
         });
     }
 
@@ -339,6 +380,7 @@ impl Front {
             tracing::warn!(session = %session.id, "turn still running {bound:?} after cancel");
         }
         self.jobs.kill_session(&session.id).await;
+        session.stop_servers().await;
     }
 
     /// `session/set_mode`: switches that session only, and says so with a
@@ -503,6 +545,7 @@ impl Front {
                     tracing::warn!("some requests were still unanswered {bound:?} after close");
                 }
                 self.jobs.kill_all().await;
+                futures_util::future::join_all(sessions.iter().map(|s| s.stop_servers())).await;
                 self.hub.close();
                 self.store.close().await;
                 if !self.routes.is_empty() {
@@ -516,12 +559,15 @@ impl Front {
     }
 }
 
-/// Tools come from the hub; MCP servers the editor passes are not connected.
-fn note_mcp_servers(count: usize) {
-    if count > 0 {
-        tracing::info!(
-            count,
-            "ignoring the session's MCP servers; offer them through the hub with `switchboard provide-mcp`"
+/// Tells the user, in the session, which of its MCP servers did not start
+/// (the session itself works, without their tools).
+fn report_failures(cx: &ConnectionTo<Client>, session_id: &str, failures: &[String]) {
+    for failure in failures {
+        let text = format!("{failure}. Its tools are not available in this session.\n");
+        send(
+            cx,
+            session_id,
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text))),
         );
     }
 }

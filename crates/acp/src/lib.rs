@@ -22,11 +22,13 @@ pub mod front;
 pub mod guard;
 pub mod ids;
 pub mod jobs;
+pub mod mcp;
 pub mod model;
 pub mod modes;
 pub mod options;
 pub mod output;
 pub mod permission;
+pub mod requests;
 pub mod session;
 pub mod sessions;
 pub mod store;
@@ -35,7 +37,7 @@ pub mod turn;
 
 use agent_client_protocol::v1::schema::{
     CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest, SetSessionModeRequest,
+    PromptRequest, SetSessionModeRequest,
 };
 use agent_client_protocol::{Agent, ConnectTo};
 use tokio::signal::unix::{signal, SignalKind};
@@ -70,8 +72,8 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: NewSessionRequest, responder, _cx| {
-                    front.new_session(request, responder);
+                async move |request: requests::NewSession, responder, cx| {
+                    front.new_session(request, responder, cx);
                     Ok(())
                 }
             },
@@ -80,7 +82,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: LoadSessionRequest, responder, cx| {
+                async move |request: requests::LoadSession, responder, cx| {
                     front.load_session(request, responder, cx);
                     Ok(())
                 }

@@ -19,6 +19,9 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use switchboard_tools::consumer::ToolTable;
+
+use crate::mcp::SessionServers;
 use crate::modes::Mode;
 
 /// What the user answered "always" to, for one tool in this session.
@@ -71,6 +74,8 @@ pub struct Session {
     pub id: String,
     pub cwd: PathBuf,
     state: Mutex<SessionState>,
+    /// The session's own MCP servers, once started.
+    servers: Mutex<Option<Arc<SessionServers>>>,
     /// `true` while no turn runs.
     idle: watch::Sender<bool>,
 }
@@ -100,8 +105,30 @@ impl Session {
                 mode: Mode::default(),
                 closing: false,
             }),
+            servers: Mutex::new(None),
             idle: watch::Sender::new(true),
         })
+    }
+
+    pub fn attach_servers(&self, servers: Arc<SessionServers>) {
+        *self.servers.lock() = Some(servers);
+    }
+
+    /// The tools this session's model calls are offered: the hub's, then
+    /// the session's own MCP servers'.
+    pub fn tool_table(&self, hub: Arc<ToolTable>) -> Arc<ToolTable> {
+        match self.servers.lock().clone() {
+            Some(servers) => servers.table(hub),
+            None => hub,
+        }
+    }
+
+    /// Stops the session's MCP servers (bounded); idempotent.
+    pub async fn stop_servers(&self) {
+        let servers = self.servers.lock().take();
+        if let Some(servers) = servers {
+            servers.stop().await;
+        }
     }
 
     pub fn cwd(&self) -> &Path {

@@ -138,7 +138,7 @@ pub async fn run(ctx: &TurnContext) -> TurnEnd {
         }
         model_calls += 1;
 
-        let tools = ToolSet::new(ctx.hub.tools());
+        let tools = ToolSet::new(ctx.session.tool_table(ctx.hub.tools()));
         let mut messages = vec![ctx.system_message()];
         messages.extend(ctx.session.history());
         let mut step = Step::default();

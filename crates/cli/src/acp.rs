@@ -40,6 +40,10 @@ pub struct AcpArgs {
     /// How long one hub tool call may take.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     tool_timeout: Duration,
+    /// How long a session's MCP server may take to start and answer
+    /// initialize before it is given up (and reported in the session).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    mcp_start_timeout: Duration,
     /// The longest silence tolerated while the model streams.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     model_read_timeout: Duration,
@@ -75,6 +79,7 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
             max_running_jobs_per_session: args.max_jobs as usize,
             job_output_bytes: args.job_output_bytes as usize,
             tool_call_timeout: args.tool_timeout,
+            mcp_start_timeout: args.mcp_start_timeout,
             ..defaults
         },
         guard_program,
