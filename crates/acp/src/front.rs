@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    self as acp, AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionResponse, McpCapabilities,
-    NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    ClientCapabilities, CurrentModeUpdate, SessionCapabilities, SessionCloseCapabilities,
-    SessionInfo, SessionListCapabilities, SessionNotification, SessionUpdate,
-    SetSessionModeRequest, SetSessionModeResponse, StopReason,
+    self as acp, AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, ContentBlock, ContentChunk, CurrentModeUpdate, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
@@ -34,15 +34,15 @@ use tokio_util::task::TaskTracker;
 use crate::guard::Launcher;
 use crate::jobs::{EditorTerminals, JobExecutor, JobLimits};
 use crate::mcp::{ServerContext, ServerSpec, SessionServers};
-use crate::modes::{self, Mode};
-use crate::requests::{LoadSession, NewSession, MCP_HTTP};
-use crate::tools::files::FileAccess;
 use crate::model::ModelClient;
+use crate::modes::{self, Mode};
 use crate::options::{AcpOptions, FrontLimits};
 use crate::output::SessionOutput;
+use crate::requests::{LoadSession, NewSession, MCP_HTTP};
 use crate::session::{Session, TurnRefused};
 use crate::sessions::{Routes, SessionTable, TableError};
 use crate::store::{EventKind, Store, StoreError};
+use crate::tools::files::FileAccess;
 use crate::turn::{self, TurnContext, TurnEnd};
 
 /// How long a turn's end may wait for its log to be committed.
@@ -244,8 +244,7 @@ impl Front {
         if specs.is_empty() {
             return Vec::new();
         }
-        let servers =
-            SessionServers::start(&self.servers, &session.id, session.cwd(), specs).await;
+        let servers = SessionServers::start(&self.servers, &session.id, session.cwd(), specs).await;
         let failures = servers.failures.clone();
         session.attach_servers(Arc::new(servers));
         failures
@@ -397,7 +396,10 @@ impl Front {
             Err(error) => return answer(responder, Err(table_error(error))),
         };
         let Some(mode) = Mode::from_id(&request.mode_id.0) else {
-            return answer(responder, Err(invalid_params(modes::unknown(&request.mode_id.0))));
+            return answer(
+                responder,
+                Err(invalid_params(modes::unknown(&request.mode_id.0))),
+            );
         };
         session.set_mode(mode);
         tracing::info!(session = %id, mode = mode.id(), "mode changed");

@@ -173,7 +173,12 @@ fn guard(lifeline: RawFd, command: &[OsString]) -> Result<End, String> {
     prctl::set_child_subreaper(true).map_err(|e| format!("PR_SET_CHILD_SUBREAPER: {e}"))?;
     prctl::set_pdeathsig(Signal::SIGHUP).map_err(|e| format!("PR_SET_PDEATHSIG: {e}"))?;
     let mut signals = SigSet::empty();
-    for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGHUP, Signal::SIGINT] {
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGINT,
+    ] {
         signals.add(signal);
     }
     signals

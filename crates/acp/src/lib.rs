@@ -36,8 +36,8 @@ pub mod tools;
 pub mod turn;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
-    PromptRequest, SetSessionModeRequest,
+    CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest, PromptRequest,
+    SetSessionModeRequest,
 };
 use agent_client_protocol::{Agent, ConnectTo};
 use tokio::signal::unix::{signal, SignalKind};

@@ -94,7 +94,10 @@ impl Mode {
         SessionModeState::new(
             self.id(),
             ALL.iter()
-                .map(|mode| SessionMode::new(mode.id(), mode.name()).description(mode.description().to_owned()))
+                .map(|mode| {
+                    SessionMode::new(mode.id(), mode.name())
+                        .description(mode.description().to_owned())
+                })
                 .collect(),
         )
     }

@@ -63,8 +63,18 @@ macro_rules! with_servers {
     };
 }
 
-with_servers!(NewSession, NewSessionRequest, NewSessionResponse, "session/new");
-with_servers!(LoadSession, LoadSessionRequest, LoadSessionResponse, "session/load");
+with_servers!(
+    NewSession,
+    NewSessionRequest,
+    NewSessionResponse,
+    "session/new"
+);
+with_servers!(
+    LoadSession,
+    LoadSessionRequest,
+    LoadSessionResponse,
+    "session/load"
+);
 
 #[cfg(test)]
 mod tests {

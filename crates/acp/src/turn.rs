@@ -20,9 +20,9 @@ use switchboard_tools::consumer::HubTools;
 
 use crate::jobs::{EditorTerminals, JobExecutor};
 use crate::model::{FinishReason, ModelClient, ModelError, ModelEvent};
+use crate::modes::Gate;
 use crate::options::FrontLimits;
 use crate::output::SessionOutput;
-use crate::modes::Gate;
 use crate::permission::{self, Decision};
 use crate::session::{Session, TurnTicket};
 use crate::sessions::{Handle, Routes};
@@ -411,18 +411,22 @@ async fn run_tool_call(
             };
             match planned {
                 None => {
-                    ctx.output.tool_call_update(failed_update(&acp_id, "Cancelled."));
+                    ctx.output
+                        .tool_call_update(failed_update(&acp_id, "Cancelled."));
                     return None;
                 }
                 Some(Err(message)) => {
-                    ctx.output.tool_call_update(failed_update(&acp_id, &message));
+                    ctx.output
+                        .tool_call_update(failed_update(&acp_id, &message));
                     return Some(ToolOutcome::failure(message));
                 }
                 Some(Ok(plan)) => {
                     let (locations, content) = plan_fields(&plan);
                     ctx.output.tool_call_update(ToolCallUpdate::new(
                         acp_id.clone(),
-                        ToolCallUpdateFields::new().locations(locations).content(content),
+                        ToolCallUpdateFields::new()
+                            .locations(locations)
+                            .content(content),
                     ));
                     Some(plan)
                 }
@@ -431,7 +435,10 @@ async fn run_tool_call(
         _ => None,
     };
 
-    let gate = ctx.session.mode().gate(tool.effect(&arguments, ctx.session.cwd()));
+    let gate = ctx
+        .session
+        .mode()
+        .gate(tool.effect(&arguments, ctx.session.cwd()));
     let asked = match gate {
         Gate::Allow => Decision::Allow,
         Gate::Refuse(reason) => Decision::Reject(reason),
@@ -476,7 +483,15 @@ async fn run_tool_call(
         acp_id.clone(),
         ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
     ));
-    let running = execute(ctx, &tool, plan.as_ref(), call, arguments_text, &arguments, call_key);
+    let running = execute(
+        ctx,
+        &tool,
+        plan.as_ref(),
+        call,
+        arguments_text,
+        &arguments,
+        call_key,
+    );
     let outcome = tokio::select! {
         biased;
         _ = ctx.ticket.cancel.cancelled() => None,

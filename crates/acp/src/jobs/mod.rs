@@ -475,11 +475,14 @@ mod tests {
     use super::*;
 
     fn executor(max_running: usize, output_bytes: usize, retained: usize) -> JobExecutor {
-        JobExecutor::new(JobLimits {
-            max_running_per_session: max_running,
-            output_bytes,
-            retained_per_session: retained,
-        }, None)
+        JobExecutor::new(
+            JobLimits {
+                max_running_per_session: max_running,
+                output_bytes,
+                retained_per_session: retained,
+            },
+            None,
+        )
     }
 
     async fn wait_exited(jobs: &JobExecutor, owner: &str, id: &str) -> JobOutput {

@@ -197,7 +197,9 @@ fn http_server(entry: &serde_json::Map<String, Value>) -> Result<Transport, Stri
         if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err()
             || reqwest::header::HeaderValue::from_str(value).is_err()
         {
-            return Err(format!("headers[{i}] ({name:?}) is not a valid HTTP header"));
+            return Err(format!(
+                "headers[{i}] ({name:?}) is not a valid HTTP header"
+            ));
         }
     }
     Ok(Transport::Http { url, headers })
@@ -208,7 +210,11 @@ fn pairs(value: Option<&Value>, what: &str) -> Result<Vec<(String, String)>, Str
     let entries = match value {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(entries)) => entries,
-        Some(_) => return Err(format!("{what} must be an array of {{name, value}} objects")),
+        Some(_) => {
+            return Err(format!(
+                "{what} must be an array of {{name, value}} objects"
+            ))
+        }
     };
     entries
         .iter()
@@ -258,7 +264,9 @@ mod tests {
         .unwrap();
         assert_eq!(servers[0].namespace, "mcp_files");
         assert_eq!(servers[1].namespace, "mcp_web_search");
-        assert!(matches!(&servers[0].transport, Transport::Stdio { env, .. } if env == &[("K".to_owned(), "v".to_owned())]));
+        assert!(
+            matches!(&servers[0].transport, Transport::Stdio { env, .. } if env == &[("K".to_owned(), "v".to_owned())])
+        );
         // Secrets stay out of Debug.
         assert!(!format!("{:?}", servers[1]).contains("Bearer"));
         assert!(parse_servers(None, true).unwrap().is_empty());
@@ -292,8 +300,11 @@ mod tests {
             let error = refused(servers.clone());
             assert!(error.starts_with(expected) || error.contains(expected), "{servers}: {error}");
         }
-        assert!(parse_servers(Some(&json!([{"name": "h", "type": "http", "url": "http://x"}])), false)
-            .unwrap_err()
-            .contains("unknown type \"http\""));
+        assert!(parse_servers(
+            Some(&json!([{"name": "h", "type": "http", "url": "http://x"}])),
+            false
+        )
+        .unwrap_err()
+        .contains("unknown type \"http\""));
     }
 }

@@ -86,8 +86,10 @@ impl Drop for CancelOnDrop {
         if let Some(id) = self.id.take() {
             let peer = self.peer.clone();
             tokio::spawn(async move {
-                let note =
-                    CancelledNotificationParam::new(Some(id), Some("cancelled by the agent".into()));
+                let note = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by the agent".into()),
+                );
                 let _ = peer.notify_cancelled(note).await;
             });
         }
@@ -137,8 +139,11 @@ impl ToolBackend for ServerBackend {
             let response = handle.await_response().await;
             cancel.id = None;
             match response {
-                Ok(ServerResult::CallToolResult(result)) => serde_json::value::to_raw_value(&result)
-                    .map_err(|error| CallError::Failed(format!("cannot encode the result: {error}"))),
+                Ok(ServerResult::CallToolResult(result)) => {
+                    serde_json::value::to_raw_value(&result).map_err(|error| {
+                        CallError::Failed(format!("cannot encode the result: {error}"))
+                    })
+                }
                 Ok(_) => Err(CallError::Failed(
                     "the MCP server answered tools/call with something other than a result".into(),
                 )),
@@ -214,75 +219,77 @@ pub(super) async fn start(
     let (list_changed, mut list_changes) = mpsc::unbounded_channel();
     let handler = SessionClient { list_changed };
     let bound = context.start_timeout;
-    let (running, guard_pid): (RunningService<RoleClient, SessionClient>, Option<u32>) =
-        match &spec.transport {
-            Transport::Stdio { command, args, env } => {
-                let mut process = context.launcher.command(command, args);
-                process
-                    .envs(env.iter().map(|(name, value)| (name, value)))
-                    .current_dir(cwd);
-                let (transport, stderr) = TokioChildProcess::builder(process)
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .map_err(|error| format!("{label} did not start: {error}"))?;
-                let pid = transport.id();
-                let tail = Arc::new(Mutex::new(String::new()));
-                let reader = stderr.map(|stderr| tokio::spawn(log_stderr(stderr, spec.name.clone(), tail.clone())));
-                let stop_guard = || {
-                    if let Some(pid) = pid {
-                        crate::guard::stop(pid);
+    let (running, guard_pid): (RunningService<RoleClient, SessionClient>, Option<u32>) = match &spec
+        .transport
+    {
+        Transport::Stdio { command, args, env } => {
+            let mut process = context.launcher.command(command, args);
+            process
+                .envs(env.iter().map(|(name, value)| (name, value)))
+                .current_dir(cwd);
+            let (transport, stderr) = TokioChildProcess::builder(process)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|error| format!("{label} did not start: {error}"))?;
+            let pid = transport.id();
+            let tail = Arc::new(Mutex::new(String::new()));
+            let reader = stderr
+                .map(|stderr| tokio::spawn(log_stderr(stderr, spec.name.clone(), tail.clone())));
+            let stop_guard = || {
+                if let Some(pid) = pid {
+                    crate::guard::stop(pid);
+                }
+            };
+            match tokio::time::timeout(bound, handler.serve(transport)).await {
+                Ok(Ok(running)) => (running, pid),
+                Ok(Err(error)) => {
+                    stop_guard();
+                    if let Some(reader) = reader {
+                        let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
                     }
-                };
-                match tokio::time::timeout(bound, handler.serve(transport)).await {
-                    Ok(Ok(running)) => (running, pid),
-                    Ok(Err(error)) => {
-                        stop_guard();
-                        if let Some(reader) = reader {
-                            let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
-                        }
-                        let said = tail.lock().trim().to_owned();
-                        return Err(if said.is_empty() {
-                            format!("{label} did not start: {error}")
-                        } else {
-                            format!("{label} did not start: {error}; it said: {said}")
-                        });
-                    }
-                    Err(_) => {
-                        stop_guard();
-                        return Err(format!(
-                            "{label} did not answer initialize within {bound:?}; given up"
-                        ));
-                    }
+                    let said = tail.lock().trim().to_owned();
+                    return Err(if said.is_empty() {
+                        format!("{label} did not start: {error}")
+                    } else {
+                        format!("{label} did not start: {error}; it said: {said}")
+                    });
+                }
+                Err(_) => {
+                    stop_guard();
+                    return Err(format!(
+                        "{label} did not answer initialize within {bound:?}; given up"
+                    ));
                 }
             }
-            Transport::Http { url, headers } => {
-                let client = reqwest::Client::builder()
-                    .connect_timeout(bound)
-                    .build()
-                    .map_err(|error| format!("{label}: cannot build an HTTP client: {error}"))?;
-                let headers = headers
-                    .iter()
-                    .filter_map(|(name, value)| {
-                        Some((
-                            reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
-                            reqwest::header::HeaderValue::from_str(value).ok()?,
-                        ))
-                    })
-                    .collect();
-                let config =
-                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                match tokio::time::timeout(bound, handler.serve(transport)).await {
-                    Ok(Ok(running)) => (running, None),
-                    Ok(Err(error)) => return Err(format!("{label} did not start: {error}")),
-                    Err(_) => {
-                        return Err(format!(
-                            "{label} did not answer initialize within {bound:?}; given up"
-                        ))
-                    }
+        }
+        Transport::Http { url, headers } => {
+            let client = reqwest::Client::builder()
+                .connect_timeout(bound)
+                .build()
+                .map_err(|error| format!("{label}: cannot build an HTTP client: {error}"))?;
+            let headers = headers
+                .iter()
+                .filter_map(|(name, value)| {
+                    Some((
+                        reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
+                        reqwest::header::HeaderValue::from_str(value).ok()?,
+                    ))
+                })
+                .collect();
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+            let transport = StreamableHttpClientTransport::with_client(client, config);
+            match tokio::time::timeout(bound, handler.serve(transport)).await {
+                Ok(Ok(running)) => (running, None),
+                Ok(Err(error)) => return Err(format!("{label} did not start: {error}")),
+                Err(_) => {
+                    return Err(format!(
+                        "{label} did not answer initialize within {bound:?}; given up"
+                    ))
                 }
             }
-        };
+        }
+    };
 
     let peer = running.peer().clone();
     let backend = Arc::new(ServerBackend {
@@ -361,7 +368,7 @@ async fn list(
 async fn log_stderr(stderr: tokio::process::ChildStderr, name: String, tail: Arc<Mutex<String>>) {
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        tracing::info!(target: "switchboard_acp::mcp::stderr", server = %name, "{line}");
+        tracing::debug!(target: "switchboard_acp::mcp::stderr", server = %name, "{line}");
         let mut tail = tail.lock();
         if !tail.is_empty() {
             tail.push_str(" | ");

@@ -43,7 +43,12 @@ pub struct FileAccess {
 }
 
 impl FileAccess {
-    pub fn new(cx: ConnectionTo<Client>, session_id: &str, cwd: &Path, client: &ClientCapabilities) -> Self {
+    pub fn new(
+        cx: ConnectionTo<Client>,
+        session_id: &str,
+        cwd: &Path,
+        client: &ClientCapabilities,
+    ) -> Self {
         FileAccess {
             cwd: cwd.to_path_buf(),
             session_id: session_id.to_owned(),
@@ -213,7 +218,8 @@ pub async fn plan(access: &FileAccess, tool: FileTool, args: &Value) -> Result<F
             let old = read(access, &path)
                 .await?
                 .ok_or_else(|| format!("{} does not exist", path.shown.display()))?;
-            let (new, line) = edit(&old, &args).map_err(|error| format!("{}: {error}", path.shown.display()))?;
+            let (new, line) =
+                edit(&old, &args).map_err(|error| format!("{}: {error}", path.shown.display()))?;
             check_size(&args.path, new.len())?;
             Ok(FilePlan::Write {
                 path,
@@ -231,7 +237,8 @@ pub async fn apply(access: &FileAccess, plan: &FilePlan) -> Result<String, Strin
         return Ok(String::new());
     };
     if access.editor_writes {
-        let request = WriteTextFileRequest::new(access.session_id.clone(), path.shown.clone(), new.clone());
+        let request =
+            WriteTextFileRequest::new(access.session_id.clone(), path.shown.clone(), new.clone());
         ask_editor(&access.cx, request).await?;
     } else {
         if let Some(parent) = path.real.parent() {
@@ -264,7 +271,9 @@ fn check_size(path: &str, bytes: usize) -> Result<(), String> {
 async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, String> {
     let shown = path.shown.display();
     let on_disk = match std::fs::metadata(&path.real) {
-        Ok(metadata) if metadata.is_dir() => return Err(format!("{shown} is a directory, not a file")),
+        Ok(metadata) if metadata.is_dir() => {
+            return Err(format!("{shown} is a directory, not a file"))
+        }
         Ok(metadata) if metadata.len() > MAX_FILE_BYTES as u64 => {
             return Err(format!(
                 "{shown} is {} bytes; the file tools read at most {MAX_FILE_BYTES} bytes",
@@ -288,7 +297,8 @@ async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, St
         if !on_disk {
             return Ok(None);
         }
-        let bytes = std::fs::read(&path.real).map_err(|error| format!("cannot read {shown}: {error}"))?;
+        let bytes =
+            std::fs::read(&path.real).map_err(|error| format!("cannot read {shown}: {error}"))?;
         String::from_utf8(bytes).map_err(|_| binary(&shown))?
     };
     if text.len() > MAX_FILE_BYTES {
@@ -318,7 +328,9 @@ where
     match tokio::time::timeout(EDITOR_WAIT, cx.send_request(request).block_task()).await {
         Ok(Ok(answer)) => Ok(answer),
         Ok(Err(error)) => Err(format!("the editor refused {method}: {}", error.message)),
-        Err(_) => Err(format!("the editor did not answer {method} within {EDITOR_WAIT:?}")),
+        Err(_) => Err(format!(
+            "the editor did not answer {method} within {EDITOR_WAIT:?}"
+        )),
     }
 }
 

@@ -124,9 +124,19 @@ mod tests {
             confine(&cwd, "src/../src/main.rs").unwrap().shown,
             cwd.join("src/main.rs")
         );
-        for escaping in ["../secret", "/etc/passwd", "src/../../secret", "link", "up/secret", "up/new"] {
+        for escaping in [
+            "../secret",
+            "/etc/passwd",
+            "src/../../secret",
+            "link",
+            "up/secret",
+            "up/new",
+        ] {
             let error = confine(&cwd, escaping).unwrap_err();
-            assert!(error.contains("outside the session's directory"), "{escaping}: {error}");
+            assert!(
+                error.contains("outside the session's directory"),
+                "{escaping}: {error}"
+            );
         }
         assert!(inside(&cwd, "src"));
         assert!(!inside(&cwd, ".."));

@@ -27,14 +27,25 @@ async fn run_tool(
         assert_eq!(permission.session(), session);
         permission.answer("allow_once");
     }
-    assert_eq!(settle(answer).await.unwrap().stop_reason, StopReason::EndTurn);
-    assert!(editor.pending_permission().await.is_none(), "{prompt}: asked unexpectedly");
+    assert_eq!(
+        settle(answer).await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
+    assert!(
+        editor.pending_permission().await.is_none(),
+        "{prompt}: asked unexpectedly"
+    );
     tool_calls(&editor.updates(session)).pop().unwrap()
 }
 
 fn told_model(h: &Harness, prompt: &str) -> String {
     let request = &h.model.requests_for(prompt)[1];
-    let last = request["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = request["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     last["content"].as_str().unwrap().to_owned()
 }
 
@@ -46,27 +57,60 @@ async fn without_fs_the_file_tools_act_on_disk_inside_the_sessions_directory() {
     let file = h.workdir.join("notes.txt");
     std::fs::write(&file, "alpha\nbeta\ngamma\n").unwrap();
 
-    let read = run_tool(&h, &editor, &session, "read", "read_file", json!({"path": "notes.txt", "line": 2, "limit": 1}), false).await;
+    let read = run_tool(
+        &h,
+        &editor,
+        &session,
+        "read",
+        "read_file",
+        json!({"path": "notes.txt", "line": 2, "limit": 1}),
+        false,
+    )
+    .await;
     assert_eq!(read.statuses.last(), Some(&ToolCallStatus::Completed));
     assert_eq!(read.kind, Some(ToolKind::Read));
-    assert_eq!(read.locations, [file.clone()]);
+    assert_eq!(read.locations, std::slice::from_ref(&file));
     assert_eq!(told_model(&h, "read"), "beta\n");
 
-    let edit = run_tool(&h, &editor, &session, "edit", "edit_file", json!({"path": "notes.txt", "old_text": "beta", "new_text": "BETA"}), true).await;
+    let edit = run_tool(
+        &h,
+        &editor,
+        &session,
+        "edit",
+        "edit_file",
+        json!({"path": "notes.txt", "old_text": "beta", "new_text": "BETA"}),
+        true,
+    )
+    .await;
     assert_eq!(edit.statuses.last(), Some(&ToolCallStatus::Completed));
     assert_eq!(edit.kind, Some(ToolKind::Edit));
-    assert_eq!(edit.locations, [file.clone()]);
+    assert_eq!(edit.locations, std::slice::from_ref(&file));
     let (path, old, new) = edit.diffs.last().expect("the edit's diff").clone();
     assert_eq!(path, file);
     assert_eq!(old.as_deref(), Some("alpha\nbeta\ngamma\n"));
     assert_eq!(new, "alpha\nBETA\ngamma\n");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "alpha\nBETA\ngamma\n");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "alpha\nBETA\ngamma\n"
+    );
 
-    let write = run_tool(&h, &editor, &session, "write", "write_file", json!({"path": "sub/new.txt", "content": "fresh"}), true).await;
+    let write = run_tool(
+        &h,
+        &editor,
+        &session,
+        "write",
+        "write_file",
+        json!({"path": "sub/new.txt", "content": "fresh"}),
+        true,
+    )
+    .await;
     assert_eq!(write.statuses.last(), Some(&ToolCallStatus::Completed));
     let (_, old, new) = write.diffs.last().unwrap().clone();
     assert_eq!((old, new.as_str()), (None, "fresh"));
-    assert_eq!(std::fs::read_to_string(h.workdir.join("sub/new.txt")).unwrap(), "fresh");
+    assert_eq!(
+        std::fs::read_to_string(h.workdir.join("sub/new.txt")).unwrap(),
+        "fresh"
+    );
     assert!(editor.client.calls("fs/read_text_file").is_empty());
 
     // Refusals: each a clear tool error, nothing asked, nothing written.
@@ -77,21 +121,57 @@ async fn without_fs_the_file_tools_act_on_disk_inside_the_sessions_directory() {
     std::fs::write(h.workdir.join("big.txt"), "x".repeat(1024 * 1024 + 1)).unwrap();
     std::fs::create_dir(h.workdir.join("dir")).unwrap();
     for (n, (tool, arguments, expected)) in [
-        ("read_file", json!({"path": "../outside.txt"}), "is outside the session's directory"),
-        ("write_file", json!({"path": outside, "content": "x"}), "is outside the session's directory"),
-        ("read_file", json!({"path": "link"}), "leads outside the session's directory"),
-        ("edit_file", json!({"path": "link", "old_text": "secret", "new_text": "x"}), "leads outside the session's directory"),
-        ("read_file", json!({"path": "dir"}), "is a directory, not a file"),
-        ("read_file", json!({"path": "blob.bin"}), "is not a text file (it holds binary data)"),
-        ("read_file", json!({"path": "big.txt"}), "the file tools read at most 1048576 bytes"),
-        ("edit_file", json!({"path": "notes.txt", "old_text": "nowhere", "new_text": "x"}), "old_text was not found"),
+        (
+            "read_file",
+            json!({"path": "../outside.txt"}),
+            "is outside the session's directory",
+        ),
+        (
+            "write_file",
+            json!({"path": outside, "content": "x"}),
+            "is outside the session's directory",
+        ),
+        (
+            "read_file",
+            json!({"path": "link"}),
+            "leads outside the session's directory",
+        ),
+        (
+            "edit_file",
+            json!({"path": "link", "old_text": "secret", "new_text": "x"}),
+            "leads outside the session's directory",
+        ),
+        (
+            "read_file",
+            json!({"path": "dir"}),
+            "is a directory, not a file",
+        ),
+        (
+            "read_file",
+            json!({"path": "blob.bin"}),
+            "is not a text file (it holds binary data)",
+        ),
+        (
+            "read_file",
+            json!({"path": "big.txt"}),
+            "the file tools read at most 1048576 bytes",
+        ),
+        (
+            "edit_file",
+            json!({"path": "notes.txt", "old_text": "nowhere", "new_text": "x"}),
+            "old_text was not found",
+        ),
     ]
     .into_iter()
     .enumerate()
     {
         let prompt = format!("refused {n}");
         let call = run_tool(&h, &editor, &session, &prompt, tool, arguments, false).await;
-        assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Failed), "{prompt}");
+        assert_eq!(
+            call.statuses.last(),
+            Some(&ToolCallStatus::Failed),
+            "{prompt}"
+        );
         assert!(call.text.contains(expected), "{prompt}: {}", call.text);
         assert!(told_model(&h, &prompt).starts_with("error: "), "{prompt}");
     }
@@ -102,7 +182,13 @@ async fn without_fs_the_file_tools_act_on_disk_inside_the_sessions_directory() {
 async fn with_fs_the_file_tools_go_through_the_editor() {
     let h = Harness::start().await;
     let editor = h
-        .editor_with_caps(EditorCaps { fs: true, terminal: false }, &[])
+        .editor_with_caps(
+            EditorCaps {
+                fs: true,
+                terminal: false,
+            },
+            &[],
+        )
         .await;
     let session = editor.new_session(&h.workdir).await;
     let file = h.workdir.join("main.rs");
@@ -112,7 +198,16 @@ async fn with_fs_the_file_tools_go_through_the_editor() {
         .client
         .open_buffer(file.clone(), "fn main() {\n    println!(\"unsaved\");\n}\n");
 
-    run_tool(&h, &editor, &session, "read it", "read_file", json!({"path": "main.rs"}), false).await;
+    run_tool(
+        &h,
+        &editor,
+        &session,
+        "read it",
+        "read_file",
+        json!({"path": "main.rs"}),
+        false,
+    )
+    .await;
     assert!(told_model(&h, "read it").contains("unsaved"));
 
     let edit = run_tool(
@@ -123,7 +218,10 @@ async fn with_fs_the_file_tools_go_through_the_editor() {
     .await;
     assert_eq!(edit.statuses.last(), Some(&ToolCallStatus::Completed));
     let (_, old, new) = edit.diffs.last().unwrap().clone();
-    assert_eq!(old.as_deref(), Some("fn main() {\n    println!(\"unsaved\");\n}\n"));
+    assert_eq!(
+        old.as_deref(),
+        Some("fn main() {\n    println!(\"unsaved\");\n}\n")
+    );
     assert_eq!(new, "fn main() {\n    println!(\"edited\");\n}\n");
     // The editor applied it to its buffer; the disk is the editor's business.
     assert_eq!(editor.client.buffer(&file).as_deref(), Some(new.as_str()));
@@ -138,7 +236,16 @@ async fn with_fs_the_file_tools_go_through_the_editor() {
         .all(|(id, _)| id == &session));
 
     // Confinement holds on this path too.
-    let escaped = run_tool(&h, &editor, &session, "escape", "write_file", json!({"path": "../x", "content": "x"}), false).await;
+    let escaped = run_tool(
+        &h,
+        &editor,
+        &session,
+        "escape",
+        "write_file",
+        json!({"path": "../x", "content": "x"}),
+        false,
+    )
+    .await;
     assert_eq!(escaped.statuses.last(), Some(&ToolCallStatus::Failed));
     assert!(escaped.text.contains("is outside the session's directory"));
     assert_eq!(editor.client.calls("fs/write_text_file").len(), 1);

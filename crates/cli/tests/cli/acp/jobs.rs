@@ -192,7 +192,10 @@ async fn no_process_of_any_job_survives_a_sigkill_of_the_front() {
         );
         let answer = editor.prompt(session, &prompt);
         editor.next_permission().await.answer("allow_once");
-        assert_eq!(settle(answer).await.unwrap().stop_reason, StopReason::EndTurn);
+        assert_eq!(
+            settle(answer).await.unwrap().stop_reason,
+            StopReason::EndTurn
+        );
         let detached_pid = detached.read_pid().await;
         pids.push(leader.read_pid().await);
         pids.push(detached_pid);
@@ -207,8 +210,9 @@ async fn no_process_of_any_job_survives_a_sigkill_of_the_front() {
     }
 
     editor.kill().await;
-    switchboard_test_support::eventually("every job process is gone after kill -9 of the front", || {
-        pids.iter().all(|pid| process_gone(*pid))
-    })
+    switchboard_test_support::eventually(
+        "every job process is gone after kill -9 of the front",
+        || pids.iter().all(|pid| process_gone(*pid)),
+    )
     .await;
 }

@@ -31,7 +31,10 @@ async fn the_model_calls_a_tool_of_the_sessions_own_mcp_server() {
     let answer = editor
         .new_session_with_servers(
             &h.workdir,
-            json!([test_server_entry("files", &[("MCP_TEST_SERVER_LOG", log.to_str().unwrap())])]),
+            json!([test_server_entry(
+                "files",
+                &[("MCP_TEST_SERVER_LOG", log.to_str().unwrap())]
+            )]),
         )
         .await
         .expect("session/new with a stdio MCP server");
@@ -39,7 +42,11 @@ async fn the_model_calls_a_tool_of_the_sessions_own_mcp_server() {
     h.model.script(
         "echo through mcp",
         vec![
-            use_tool("m1", "mcp_files__echo", json!({"text": "from the session's server"})),
+            use_tool(
+                "m1",
+                "mcp_files__echo",
+                json!({"text": "from the session's server"}),
+            ),
             say("done"),
         ],
     );
@@ -52,16 +59,27 @@ async fn the_model_calls_a_tool_of_the_sessions_own_mcp_server() {
         Some("mcp_files__echo")
     );
     permission.answer("allow_once");
-    assert_eq!(settle(prompt).await.unwrap().stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        settle(prompt).await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
 
     let requests = h.model.requests_for("echo through mcp");
     let names = offered(&requests[0]);
     assert!(names.contains(&"mcp_files__echo".to_owned()), "{names:?}");
-    assert!(names.contains(&"testtools__echo".to_owned()), "hub tools stay: {names:?}");
+    assert!(
+        names.contains(&"testtools__echo".to_owned()),
+        "hub tools stay: {names:?}"
+    );
     let call = &tool_calls(&editor.updates(&session))[0];
     assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Completed));
     assert_eq!(call.text, "from the session's server");
-    let last = requests[1]["messages"].as_array().unwrap().last().unwrap().clone();
+    let last = requests[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(last["role"], "tool");
     assert_eq!(last["content"], "from the session's server");
     assert_eq!(std::fs::read_to_string(&log).unwrap(), "echo\n");
@@ -94,14 +112,23 @@ async fn two_sessions_each_see_only_their_own_servers() {
         ],
     );
     editor.prompt_and_wait(&a, "A lists").await.unwrap();
-    editor.prompt_and_wait(&b, "B reaches for A's tool").await.unwrap();
+    editor
+        .prompt_and_wait(&b, "B reaches for A's tool")
+        .await
+        .unwrap();
 
     let of_a = offered(&h.model.requests_for("A lists")[0]);
     let of_b = offered(&h.model.requests_for("B reaches for A's tool")[0]);
     assert!(of_a.iter().any(|n| n == "mcp_alpha__echo"), "{of_a:?}");
-    assert!(!of_a.iter().any(|n| n.starts_with("mcp_beta__")), "{of_a:?}");
+    assert!(
+        !of_a.iter().any(|n| n.starts_with("mcp_beta__")),
+        "{of_a:?}"
+    );
     assert!(of_b.iter().any(|n| n == "mcp_beta__echo"), "{of_b:?}");
-    assert!(!of_b.iter().any(|n| n.starts_with("mcp_alpha__")), "{of_b:?}");
+    assert!(
+        !of_b.iter().any(|n| n.starts_with("mcp_alpha__")),
+        "{of_b:?}"
+    );
     let call = &tool_calls(&editor.updates(&b))[0];
     assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Failed));
     assert_eq!(call.text, "unknown tool \"mcp_alpha__echo\"");
@@ -171,7 +198,10 @@ async fn servers_that_fail_or_hang_at_start_are_reported_in_the_session() {
         })
         .await;
     let text = text_of(&editor.updates(&session));
-    assert!(text.contains("refusing to start"), "the server's own words: {text}");
+    assert!(
+        text.contains("refusing to start"),
+        "the server's own words: {text}"
+    );
     assert!(
         text.contains("did not answer initialize within 1s; given up"),
         "{text}"
@@ -179,10 +209,15 @@ async fn servers_that_fail_or_hang_at_start_are_reported_in_the_session() {
     assert!(!text.contains("\"up\""), "{text}");
 
     h.model.script("what is there", vec![say("ok")]);
-    editor.prompt_and_wait(&session, "what is there").await.unwrap();
+    editor
+        .prompt_and_wait(&session, "what is there")
+        .await
+        .unwrap();
     let names = offered(&h.model.requests_for("what is there")[0]);
     assert!(names.iter().any(|n| n == "mcp_up__echo"), "{names:?}");
-    assert!(!names.iter().any(|n| n.starts_with("mcp_down__") || n.starts_with("mcp_mute__")));
+    assert!(!names
+        .iter()
+        .any(|n| n.starts_with("mcp_down__") || n.starts_with("mcp_mute__")));
     // Another session on the connection heard nothing of it.
     let other = editor.new_session(&h.workdir).await;
     assert!(editor.updates(&other).is_empty());
@@ -210,9 +245,18 @@ async fn a_sessions_servers_stop_with_it_and_with_the_front() {
         assert!(!process_gone(pid));
         pids.push(pid);
     }
-    editor.close_session(&sessions[0]).await.expect("session/close");
-    assert!(process_gone(pids[0]), "the closed session's server survived it");
-    assert!(!process_gone(pids[1]), "closing one session stopped another's server");
+    editor
+        .close_session(&sessions[0])
+        .await
+        .expect("session/close");
+    assert!(
+        process_gone(pids[0]),
+        "the closed session's server survived it"
+    );
+    assert!(
+        !process_gone(pids[1]),
+        "closing one session stopped another's server"
+    );
 
     editor.kill().await;
     switchboard_test_support::eventually("the server is gone after kill -9 of the front", || {

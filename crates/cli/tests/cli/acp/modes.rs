@@ -40,7 +40,9 @@ async fn a_mode_change_in_one_session_never_changes_another() {
         .await
         .expect("session/set_mode");
     editor
-        .wait_updates(&a, "the mode change announced", |u| mode_updates(u) == ["auto"])
+        .wait_updates(&a, "the mode change announced", |u| {
+            mode_updates(u) == ["auto"]
+        })
         .await;
     assert!(mode_updates(&editor.updates(&b)).is_empty());
 
@@ -55,10 +57,18 @@ async fn a_mode_change_in_one_session_never_changes_another() {
     );
     let answer = editor.prompt_and_wait(&a, "A works").await.unwrap();
     assert_eq!(answer.stop_reason, StopReason::EndTurn);
-    assert!(editor.pending_permission().await.is_none(), "auto mode asked");
+    assert!(
+        editor.pending_permission().await.is_none(),
+        "auto mode asked"
+    );
     let calls = tool_calls(&editor.updates(&a));
-    assert!(calls.iter().all(|c| c.statuses.last() == Some(&ToolCallStatus::Completed)));
-    assert_eq!(std::fs::read_to_string(h.workdir.join("a.txt")).unwrap(), "a");
+    assert!(calls
+        .iter()
+        .all(|c| c.statuses.last() == Some(&ToolCallStatus::Completed)));
+    assert_eq!(
+        std::fs::read_to_string(h.workdir.join("a.txt")).unwrap(),
+        "a"
+    );
 
     // In B (still ask) the same write asks.
     h.model.script(

@@ -12,7 +12,13 @@ use crate::acp::support::*;
 async fn with_terminal_jobs_run_in_the_editors_terminals() {
     let h = Harness::start().await;
     let editor = h
-        .editor_with_caps(EditorCaps { fs: false, terminal: true }, &[])
+        .editor_with_caps(
+            EditorCaps {
+                fs: false,
+                terminal: true,
+            },
+            &[],
+        )
         .await;
     let a = editor.new_session(&h.workdir).await;
     let b = editor.new_session(&h.workdir).await;
@@ -25,20 +31,40 @@ async fn with_terminal_jobs_run_in_the_editors_terminals() {
     );
     let answer = editor.prompt(&a, "run it");
     editor.next_permission().await.answer("allow_always");
-    assert_eq!(settle(answer).await.unwrap().stop_reason, StopReason::EndTurn);
+    assert_eq!(
+        settle(answer).await.unwrap().stop_reason,
+        StopReason::EndTurn
+    );
     let started = tool_calls(&editor.updates(&a)).pop().unwrap();
     assert_eq!(started.statuses.last(), Some(&ToolCallStatus::Completed));
-    assert_eq!(started.terminals, ["term-1"], "the terminal is embedded in the call");
-    assert_eq!(editor.client.calls("terminal/create"), [(a.clone(), "term-1".to_owned())]);
-    let job = started.raw_output.unwrap()["jobId"].as_str().unwrap().to_owned();
+    assert_eq!(
+        started.terminals,
+        ["term-1"],
+        "the terminal is embedded in the call"
+    );
+    assert_eq!(
+        editor.client.calls("terminal/create"),
+        [(a.clone(), "term-1".to_owned())]
+    );
+    let job = started.raw_output.unwrap()["jobId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     editor.client.wait_terminal_exit("term-1").await;
 
     h.model.script(
         "read it",
-        vec![use_tool("o", "job_output", json!({"jobId": job})), say("read")],
+        vec![
+            use_tool("o", "job_output", json!({"jobId": job})),
+            say("read"),
+        ],
     );
     editor.prompt_and_wait(&a, "read it").await.unwrap();
-    let report = tool_calls(&editor.updates(&a)).pop().unwrap().raw_output.unwrap();
+    let report = tool_calls(&editor.updates(&a))
+        .pop()
+        .unwrap()
+        .raw_output
+        .unwrap();
     assert_eq!(report["output"], "hello\n");
     assert_eq!(report["exited"], true);
     assert_eq!(report["exitCode"], 3);
@@ -58,14 +84,23 @@ async fn with_terminal_jobs_run_in_the_editors_terminals() {
     editor.prompt_and_wait(&a, "long").await.unwrap();
     let long = tool_calls(&editor.updates(&a)).pop().unwrap();
     assert_eq!(long.terminals, ["term-2"]);
-    let long_job = long.raw_output.unwrap()["jobId"].as_str().unwrap().to_owned();
+    let long_job = long.raw_output.unwrap()["jobId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     h.model.script(
         "B kills",
-        vec![use_tool("k", "job_kill", json!({"jobId": long_job})), say("no")],
+        vec![
+            use_tool("k", "job_kill", json!({"jobId": long_job})),
+            say("no"),
+        ],
     );
     editor.prompt_and_wait(&b, "B kills").await.unwrap();
     let refused = tool_calls(&editor.updates(&b)).pop().unwrap();
-    assert_eq!(refused.text, format!("job {long_job} belongs to another session"));
+    assert_eq!(
+        refused.text,
+        format!("job {long_job} belongs to another session")
+    );
     assert!(editor.client.calls("terminal/kill").is_empty());
 
     // Closing A kills and releases its terminals.
@@ -73,7 +108,10 @@ async fn with_terminal_jobs_run_in_the_editors_terminals() {
     editor.client.wait_terminal_exit("term-2").await;
     let released = editor.client.calls("terminal/release");
     for terminal in ["term-1", "term-2"] {
-        assert!(released.contains(&(a.clone(), terminal.to_owned())), "{released:?}");
+        assert!(
+            released.contains(&(a.clone(), terminal.to_owned())),
+            "{released:?}"
+        );
     }
     assert!(editor
         .client

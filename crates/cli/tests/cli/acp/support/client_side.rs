@@ -11,9 +11,8 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::v1::schema::{
     CreateTerminalRequest, CreateTerminalResponse, KillTerminalRequest, KillTerminalResponse,
     ReadTextFileRequest, ReadTextFileResponse, ReleaseTerminalRequest, ReleaseTerminalResponse,
-    TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse,
-    WaitForTerminalExitRequest, WaitForTerminalExitResponse, WriteTextFileRequest,
-    WriteTextFileResponse,
+    TerminalExitStatus, TerminalOutputRequest, TerminalOutputResponse, WaitForTerminalExitRequest,
+    WaitForTerminalExitResponse, WriteTextFileRequest, WriteTextFileResponse,
 };
 use agent_client_protocol::Error;
 use tokio::io::AsyncReadExt;
@@ -76,8 +75,15 @@ impl ClientSide {
         self.buffers.lock().unwrap().get(path).cloned()
     }
 
-    pub fn read_text_file(&self, request: ReadTextFileRequest) -> Result<ReadTextFileResponse, Error> {
-        self.record("fs/read_text_file", &request.session_id.0, &request.path.display().to_string());
+    pub fn read_text_file(
+        &self,
+        request: ReadTextFileRequest,
+    ) -> Result<ReadTextFileResponse, Error> {
+        self.record(
+            "fs/read_text_file",
+            &request.session_id.0,
+            &request.path.display().to_string(),
+        );
         if let Some(text) = self.buffer(&request.path) {
             return Ok(ReadTextFileResponse::new(text));
         }
@@ -86,13 +92,23 @@ impl ClientSide {
             .map_err(|error| not_found(format!("{}: {error}", request.path.display())))
     }
 
-    pub fn write_text_file(&self, request: WriteTextFileRequest) -> Result<WriteTextFileResponse, Error> {
-        self.record("fs/write_text_file", &request.session_id.0, &request.path.display().to_string());
+    pub fn write_text_file(
+        &self,
+        request: WriteTextFileRequest,
+    ) -> Result<WriteTextFileResponse, Error> {
+        self.record(
+            "fs/write_text_file",
+            &request.session_id.0,
+            &request.path.display().to_string(),
+        );
         self.open_buffer(request.path, &request.content);
         Ok(WriteTextFileResponse::new())
     }
 
-    pub fn create_terminal(&self, request: CreateTerminalRequest) -> Result<CreateTerminalResponse, Error> {
+    pub fn create_terminal(
+        &self,
+        request: CreateTerminalRequest,
+    ) -> Result<CreateTerminalResponse, Error> {
         let id = format!("term-{}", self.terminals.lock().unwrap().len() + 1);
         self.record("terminal/create", &request.session_id.0, &id);
         let mut command = tokio::process::Command::new(&request.command);
@@ -151,8 +167,15 @@ impl ClientSide {
         Ok(terminal)
     }
 
-    pub fn terminal_output(&self, request: TerminalOutputRequest) -> Result<TerminalOutputResponse, Error> {
-        self.record("terminal/output", &request.session_id.0, &request.terminal_id.0);
+    pub fn terminal_output(
+        &self,
+        request: TerminalOutputRequest,
+    ) -> Result<TerminalOutputResponse, Error> {
+        self.record(
+            "terminal/output",
+            &request.session_id.0,
+            &request.terminal_id.0,
+        );
         let terminal = self.terminal(&request.session_id.0, &request.terminal_id.0)?;
         let output = String::from_utf8_lossy(&terminal.output.lock().unwrap()).into_owned();
         let exit = terminal.exit.borrow().clone();
@@ -163,7 +186,11 @@ impl ClientSide {
         &self,
         request: WaitForTerminalExitRequest,
     ) -> Result<WaitForTerminalExitResponse, Error> {
-        self.record("terminal/wait_for_exit", &request.session_id.0, &request.terminal_id.0);
+        self.record(
+            "terminal/wait_for_exit",
+            &request.session_id.0,
+            &request.terminal_id.0,
+        );
         let terminal = self.terminal(&request.session_id.0, &request.terminal_id.0)?;
         let mut exit = terminal.exit.subscribe();
         let status = exit
@@ -186,8 +213,15 @@ impl ClientSide {
             .expect("terminal alive");
     }
 
-    pub fn kill_terminal(&self, request: KillTerminalRequest) -> Result<KillTerminalResponse, Error> {
-        self.record("terminal/kill", &request.session_id.0, &request.terminal_id.0);
+    pub fn kill_terminal(
+        &self,
+        request: KillTerminalRequest,
+    ) -> Result<KillTerminalResponse, Error> {
+        self.record(
+            "terminal/kill",
+            &request.session_id.0,
+            &request.terminal_id.0,
+        );
         let terminal = self.terminal(&request.session_id.0, &request.terminal_id.0)?;
         if let Some(pid) = terminal.pid {
             // SAFETY: kill(2) on a child this editor started.
@@ -196,8 +230,15 @@ impl ClientSide {
         Ok(KillTerminalResponse::new())
     }
 
-    pub fn release_terminal(&self, request: ReleaseTerminalRequest) -> Result<ReleaseTerminalResponse, Error> {
-        self.record("terminal/release", &request.session_id.0, &request.terminal_id.0);
+    pub fn release_terminal(
+        &self,
+        request: ReleaseTerminalRequest,
+    ) -> Result<ReleaseTerminalResponse, Error> {
+        self.record(
+            "terminal/release",
+            &request.session_id.0,
+            &request.terminal_id.0,
+        );
         let terminal = self.terminal(&request.session_id.0, &request.terminal_id.0)?;
         if terminal.exit.borrow().is_none() {
             if let Some(pid) = terminal.pid {

@@ -13,14 +13,13 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
-    ContentBlock, CreateTerminalRequest, FileSystemCapabilities, KillTerminalRequest,
-    ReadTextFileRequest, ReleaseTerminalRequest, TerminalOutputRequest,
-    WaitForTerminalExitRequest, WriteTextFileRequest, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptRequest, PromptResponse,
-    RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse,
-    SelectedPermissionOutcome, SessionNotification, SessionUpdate, ToolCallContent,
-    ToolCallStatus,
+    ContentBlock, CreateTerminalRequest, FileSystemCapabilities, InitializeRequest,
+    InitializeResponse, KillTerminalRequest, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
+    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
+    SessionNotification, SessionUpdate, TerminalOutputRequest, ToolCallContent, ToolCallStatus,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcRequest, Lines};
