@@ -268,3 +268,44 @@ async fn a_sessions_servers_stop_with_it_and_with_the_front() {
         .iter()
         .all(|(_, update)| !matches!(update, SessionUpdate::AgentMessageChunk(_))));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_server_is_reached_with_its_headers() {
+    let h = Harness::start().await;
+    let editor = h.editor().await;
+    let caps = &editor.init.agent_capabilities.mcp_capabilities;
+    assert!(caps.http, "mcpCapabilities.http is advertised");
+    let server = http_mcp::HttpMcpServer::start("x-test-token").await;
+    let answer = editor
+        .new_session_with_servers(
+            &h.workdir,
+            json!([{"type": "http", "name": "web", "url": server.url,
+                    "headers": [{"name": "X-Test-Token", "value": "t0ken"}]}]),
+        )
+        .await
+        .expect("session/new with an http MCP server");
+    let session = session_id(&answer);
+    h.model.script(
+        "shout",
+        vec![
+            use_tool("s", "mcp_web__shout", json!({"text": "quiet"})),
+            say("done"),
+        ],
+    );
+    let prompt = editor.prompt(&session, "shout");
+    editor.next_permission().await.answer("allow_once");
+    settle(prompt).await.unwrap();
+    let call = &tool_calls(&editor.updates(&session))[0];
+    assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Completed));
+    assert_eq!(call.text, "QUIET");
+    let seen = server.seen();
+    assert!(!seen.is_empty());
+    assert!(
+        seen.iter().all(|value| value.as_deref() == Some("t0ken")),
+        "every request carries the header: {seen:?}"
+    );
+    assert!(
+        !editor.log_text().contains("t0ken"),
+        "a header value reached the log"
+    );
+}

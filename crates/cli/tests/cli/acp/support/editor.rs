@@ -73,7 +73,7 @@ impl Permission {
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop<T>(JoinHandle<T>);
+pub struct AbortOnDrop<T>(pub JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
