@@ -18,6 +18,7 @@
 //! - [`front`] wires the ACP requests to all of it and tears everything down
 //!   once when the connection closes.
 
+pub mod editor;
 pub mod front;
 pub mod guard;
 pub mod ids;

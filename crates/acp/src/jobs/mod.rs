@@ -58,7 +58,7 @@ pub enum JobError {
     TooManyRunning { max: usize },
     #[error("cannot start the job in {cwd}: {error}")]
     Spawn { cwd: String, error: std::io::Error },
-    #[error("the editor's terminal failed: {0}")]
+    #[error("{0}")]
     Terminal(String),
     #[error("the agent is shutting down; no new jobs start")]
     ShutDown,

@@ -2,13 +2,12 @@
 //! the `terminal` capability): the editor runs the command where the user
 //! sees it; every request names the job's session.
 //!
-//! Each request waits at most [`TERMINAL_WAIT`]; only the watch for the
+//! Each request waits at most [`crate::editor::EDITOR_WAIT`]; only the watch for the
 //! command's exit (`terminal/wait_for_exit`) has no bound of its own, as a
 //! job may run for hours: it ends when the job is killed and released, or
 //! when the connection closes.
 
 use std::path::Path;
-use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
     CreateTerminalRequest, KillTerminalRequest, ReleaseTerminalRequest, TerminalExitStatus,
@@ -18,9 +17,6 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::{Client, JsonRpcRequest};
 
 use super::{JobError, JobExit};
-
-/// How long one `terminal/*` request may wait for the editor.
-const TERMINAL_WAIT: Duration = Duration::from_secs(30);
 
 /// The terminals of one session's editor.
 #[derive(Clone)]
@@ -116,7 +112,7 @@ impl TerminalJob {
     }
 }
 
-/// One request to the editor, bounded by [`TERMINAL_WAIT`].
+/// One request to the editor, bounded ([`crate::editor::ask`]).
 async fn ask<R: JsonRpcRequest>(
     cx: &ConnectionTo<Client>,
     request: R,
@@ -124,14 +120,9 @@ async fn ask<R: JsonRpcRequest>(
 where
     R::Response: Send,
 {
-    let method = request.method().to_owned();
-    match tokio::time::timeout(TERMINAL_WAIT, cx.send_request(request).block_task()).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(error)) => Err(JobError::Terminal(format!("{method}: {}", error.message))),
-        Err(_) => Err(JobError::Terminal(format!(
-            "{method}: no answer within {TERMINAL_WAIT:?}"
-        ))),
-    }
+    crate::editor::ask(cx, request)
+        .await
+        .map_err(JobError::Terminal)
 }
 
 /// An exit status as the editor reports it; a signal by name (`SIGKILL`,

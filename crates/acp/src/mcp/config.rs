@@ -9,6 +9,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use serde_json::Value;
+use switchboard_tools::consumer::naming::model_safe_chars;
 
 /// One MCP server of one session.
 #[derive(Clone, PartialEq, Eq)]
@@ -68,17 +69,7 @@ impl ServerSpec {
 /// tools are `mcp_<name>__<tool>`. (Hub providers are added to a session's
 /// table first, so even a hub namespace of that form keeps its names.)
 pub fn namespace_of(name: &str) -> String {
-    let safe: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("mcp_{safe}")
+    format!("mcp_{}", model_safe_chars(name))
 }
 
 /// Reads `mcpServers` (absent or `null`: none). `http` says whether `http`

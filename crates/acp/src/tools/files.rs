@@ -12,7 +12,6 @@
 //! the diff before anything is written; [`apply`] then writes it.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ReadTextFileRequest, ToolCallLocation, WriteTextFileRequest,
@@ -23,12 +22,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::paths::{confine, Confined};
+use crate::editor::ask;
 use crate::model::ToolDefinition;
 
 /// The largest file the tools read or write, in bytes.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
-/// How long the editor may take to answer an `fs/*` request.
-const EDITOR_WAIT: Duration = Duration::from_secs(30);
 
 /// Where one session's files are read and written.
 #[derive(Clone)]
@@ -239,7 +237,7 @@ pub async fn apply(access: &FileAccess, plan: &FilePlan) -> Result<String, Strin
     if access.editor_writes {
         let request =
             WriteTextFileRequest::new(access.session_id.clone(), path.shown.clone(), new.clone());
-        ask_editor(&access.cx, request).await?;
+        ask(&access.cx, request).await?;
     } else {
         if let Some(parent) = path.real.parent() {
             std::fs::create_dir_all(parent)
@@ -288,7 +286,7 @@ async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, St
         // The editor may hold a buffer for a file not saved yet; a file it
         // cannot read does not exist for it.
         let request = ReadTextFileRequest::new(access.session_id.clone(), path.shown.clone());
-        match ask_editor(&access.cx, request).await {
+        match ask(&access.cx, request).await {
             Ok(answer) => answer.content,
             Err(_) if !on_disk => return Ok(None),
             Err(error) => return Err(error),
@@ -315,23 +313,6 @@ async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, St
 
 fn binary(shown: &impl std::fmt::Display) -> String {
     format!("{shown} is not a text file (it holds binary data)")
-}
-
-async fn ask_editor<R: agent_client_protocol::JsonRpcRequest>(
-    cx: &ConnectionTo<Client>,
-    request: R,
-) -> Result<R::Response, String>
-where
-    R::Response: Send,
-{
-    let method = request.method().to_owned();
-    match tokio::time::timeout(EDITOR_WAIT, cx.send_request(request).block_task()).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(error)) => Err(format!("the editor refused {method}: {}", error.message)),
-        Err(_) => Err(format!(
-            "the editor did not answer {method} within {EDITOR_WAIT:?}"
-        )),
-    }
 }
 
 /// Lines `line..line+limit` (1-based) of `text`.

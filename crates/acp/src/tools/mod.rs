@@ -1,5 +1,6 @@
 //! The tools a session's agent can call: every tool of every tool provider
-//! on the hub, plus the built-in job tools.
+//! on the hub, the tools of the session's own MCP servers (`crate::mcp`),
+//! and the built-in job and file tools.
 //!
 //! The hub's tools, their names and the calls to them are the shared
 //! consumer layer's (`switchboard_tools::consumer`, as in `switchboard
@@ -22,8 +23,8 @@ use switchboard_tools::consumer::{ExposedTool, ToolTable};
 use crate::model::ToolDefinition;
 use crate::modes::Effect;
 
-/// The tools of one model call: the built-in ones and the hub's table as
-/// of then (immutable; the index publishes a new table on every change).
+/// The tools of one model call: the built-in ones and the session's table
+/// (the hub's, then its MCP servers') as of then (immutable; the index publishes a new table on every change).
 #[derive(Debug, Default)]
 pub struct ToolSet {
     hub: Arc<ToolTable>,

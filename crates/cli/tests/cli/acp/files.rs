@@ -3,13 +3,11 @@
 //! session's directory otherwise; an edit shows its diff; anything outside
 //! the directory, a directory, a binary or an oversized file is refused.
 
-use agent_client_protocol::v1::schema::{StopReason, ToolCallStatus, ToolKind};
+use agent_client_protocol::v1::schema::{ToolCallStatus, ToolKind};
 use serde_json::json;
 
 use crate::acp::support::*;
 
-/// Runs one prompt whose model calls `tool` with `arguments`, answering a
-/// permission request with "allow once" if one comes; returns the call.
 async fn run_tool(
     h: &Harness,
     editor: &Editor,
@@ -19,23 +17,8 @@ async fn run_tool(
     arguments: serde_json::Value,
     asks: bool,
 ) -> editor::ToolCallView {
-    h.model
-        .script(prompt, vec![use_tool("t", tool, arguments), say("ok")]);
-    let answer = editor.prompt(session, prompt);
-    if asks {
-        let permission = editor.next_permission().await;
-        assert_eq!(permission.session(), session);
-        permission.answer("allow_once");
-    }
-    assert_eq!(
-        settle(answer).await.unwrap().stop_reason,
-        StopReason::EndTurn
-    );
-    assert!(
-        editor.pending_permission().await.is_none(),
-        "{prompt}: asked unexpectedly"
-    );
-    tool_calls(&editor.updates(session)).pop().unwrap()
+    let answer = asks.then_some("allow_once");
+    run_one_tool(h, editor, session, prompt, tool, arguments, answer).await
 }
 
 fn told_model(h: &Harness, prompt: &str) -> String {

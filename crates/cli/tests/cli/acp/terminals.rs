@@ -74,15 +74,8 @@ async fn with_terminal_jobs_run_in_the_editors_terminals() {
         .contains(&(a.clone(), "term-1".to_owned())));
 
     // A long job; B cannot touch it even with its id.
-    h.model.script(
-        "long",
-        vec![
-            use_tool("l", "job_start", json!({"command": "exec sleep 600"})),
-            say("started"),
-        ],
-    );
-    editor.prompt_and_wait(&a, "long").await.unwrap();
-    let long = tool_calls(&editor.updates(&a)).pop().unwrap();
+    let command = json!({"command": "exec sleep 600"});
+    let long = run_one_tool(&h, &editor, &a, "long", "job_start", command, None).await;
     assert_eq!(long.terminals, ["term-2"]);
     let long_job = long.raw_output.unwrap()["jobId"]
         .as_str()

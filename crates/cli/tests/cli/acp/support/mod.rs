@@ -146,3 +146,38 @@ pub fn test_server_entry(name: &str, env: &[(&str, &str)]) -> serde_json::Value 
         "env": env.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>(),
     })
 }
+
+/// Runs one prompt whose model calls `tool` with `arguments`, then ends the
+/// turn; answers the permission request with `permission` (and then checks
+/// that one came), or checks that none came. Returns the call as the
+/// session's updates show it.
+pub async fn run_one_tool(
+    h: &Harness,
+    editor: &Editor,
+    session: &str,
+    prompt: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    permission: Option<&str>,
+) -> editor::ToolCallView {
+    h.model
+        .script(prompt, vec![use_tool("t", tool, arguments), say("ok")]);
+    let answer = editor.prompt(session, prompt);
+    if let Some(option) = permission {
+        let request = editor.next_permission().await;
+        assert_eq!(request.session(), session);
+        request.answer(option);
+    }
+    let stop = settle(answer)
+        .await
+        .expect("the prompt's answer")
+        .stop_reason;
+    assert_eq!(stop, agent_client_protocol::v1::schema::StopReason::EndTurn);
+    assert!(
+        editor.pending_permission().await.is_none(),
+        "{prompt}: asked unexpectedly"
+    );
+    editor::tool_calls(&editor.updates(session))
+        .pop()
+        .expect("the tool call")
+}
