@@ -86,8 +86,8 @@ impl HttpMcpServer {
                                 .and_then(|value| value.to_str().ok())
                                 .map(str::to_owned),
                         );
-                        let mut service = TowerToHyperService::new(service.clone());
-                        hyper::service::Service::call(&mut service, request)
+                        let service = TowerToHyperService::new(service.clone());
+                        hyper::service::Service::call(&service, request)
                     },
                 );
                 tokio::spawn(async move {
