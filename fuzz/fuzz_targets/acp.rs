@@ -38,6 +38,9 @@ fn options() -> AcpOptions {
             max_sessions: 4,
             ..FrontLimits::default()
         },
+        // The fuzzer never gets a job started (no model answers); a guard
+        // that cannot start would only fail that job.
+        guard_program: "/nonexistent/switchboard".into(),
     }
 }
 

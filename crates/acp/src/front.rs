@@ -15,12 +15,13 @@ use std::time::Duration;
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    self as acp, AgentCapabilities, CancelNotification, CloseSessionRequest, CloseSessionResponse,
-    ContentBlock, ContentChunk, Implementation, InitializeRequest, InitializeResponse,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest, PromptResponse,
-    SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
-    SessionNotification, SessionUpdate, StopReason,
+    self as acp, AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
+    CloseSessionResponse, ContentBlock, ContentChunk, CurrentModeUpdate, Implementation,
+    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptRequest,
+    PromptResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
+    SessionListCapabilities, SessionNotification, SessionUpdate, SetSessionModeRequest,
+    SetSessionModeResponse, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
@@ -30,13 +31,18 @@ use switchboard_tools::consumer::{ConsumerOptions, HubTools};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
 
-use crate::jobs::{JobExecutor, JobLimits};
+use crate::guard::Launcher;
+use crate::jobs::{EditorTerminals, JobExecutor, JobLimits};
+use crate::mcp::{ServerContext, ServerSpec, SessionServers};
 use crate::model::ModelClient;
+use crate::modes::{self, Mode};
 use crate::options::{AcpOptions, FrontLimits};
 use crate::output::SessionOutput;
+use crate::requests::{LoadSession, NewSession, MCP_HTTP};
 use crate::session::{Session, TurnRefused};
 use crate::sessions::{Routes, SessionTable, TableError};
 use crate::store::{EventKind, Store, StoreError};
+use crate::tools::files::FileAccess;
 use crate::turn::{self, TurnContext, TurnEnd};
 
 /// How long a turn's end may wait for its log to be committed.
@@ -50,6 +56,8 @@ pub enum FrontError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] crate::model::ModelError),
+    #[error("cannot create the job guards' lifeline pipe: {0}")]
+    Guard(std::io::Error),
     #[error("the ACP connection failed: {0}")]
     Connection(String),
 }
@@ -63,6 +71,11 @@ pub struct Front {
     model: ModelClient,
     hub: HubTools,
     jobs: Arc<JobExecutor>,
+    /// What sessions' MCP servers are started with.
+    servers: ServerContext,
+    /// What the editor said it can do (`initialize`): its file system and
+    /// terminals.
+    client: parking_lot::RwLock<ClientCapabilities>,
     /// Every task that answers a request later.
     tasks: TaskTracker,
     teardown: OnceCell<()>,
@@ -113,13 +126,22 @@ impl Front {
         let store = Arc::new(Store::open(&options.store_path()).await?);
         let model = ModelClient::new(&options.model)?;
         let limits = Arc::new(options.limits.clone());
-        let jobs = Arc::new(JobExecutor::new(JobLimits {
-            max_running_per_session: limits.max_running_jobs_per_session,
-            output_bytes: limits.job_output_bytes,
-            retained_per_session: limits
-                .retained_jobs_per_session
-                .max(limits.max_running_jobs_per_session + 1),
-        }));
+        let launcher = Launcher::new(options.guard_program.clone()).map_err(FrontError::Guard)?;
+        let jobs = Arc::new(JobExecutor::new(
+            JobLimits {
+                max_running_per_session: limits.max_running_jobs_per_session,
+                output_bytes: limits.job_output_bytes,
+                retained_per_session: limits
+                    .retained_jobs_per_session
+                    .max(limits.max_running_jobs_per_session + 1),
+            },
+            Some(launcher.clone()),
+        ));
+        let servers = ServerContext {
+            launcher,
+            start_timeout: limits.mcp_start_timeout,
+            call_timeout: limits.tool_call_timeout,
+        };
         Ok(Arc::new(Front {
             sessions: SessionTable::new(limits.max_sessions),
             routes: Arc::new(Routes::default()),
@@ -130,18 +152,28 @@ impl Front {
             store,
             model,
             jobs,
+            servers,
             limits,
+            client: parking_lot::RwLock::new(ClientCapabilities::default()),
             tasks: TaskTracker::new(),
             teardown: OnceCell::new(),
         }))
     }
 
     pub fn initialize(&self, request: InitializeRequest) -> InitializeResponse {
-        tracing::info!(client = ?request.client_info.map(|c| c.name), "initialize");
+        tracing::info!(
+            client = ?request.client_info.map(|c| c.name),
+            fs_read = request.client_capabilities.fs.read_text_file,
+            fs_write = request.client_capabilities.fs.write_text_file,
+            terminal = request.client_capabilities.terminal,
+            "initialize"
+        );
+        *self.client.write() = request.client_capabilities;
         InitializeResponse::new(ProtocolVersion::V1)
             .agent_capabilities(
                 AgentCapabilities::new()
                     .load_session(true)
+                    .mcp_capabilities(McpCapabilities::new().http(MCP_HTTP))
                     // Text and resource links are the baseline every agent
                     // takes; images, audio and embedded resources are not.
                     .prompt_capabilities(PromptCapabilities::new())
@@ -159,13 +191,13 @@ impl Front {
 
     pub fn new_session(
         self: &Arc<Self>,
-        request: NewSessionRequest,
+        NewSession { request, servers }: NewSession,
         responder: Responder<NewSessionResponse>,
+        cx: ConnectionTo<Client>,
     ) {
         if let Err(error) = require_absolute(&request.cwd) {
             return answer(responder, Err(error));
         }
-        note_mcp_servers(request.mcp_servers.len());
         let id = crate::ids::session_id();
         let reservation = match self.sessions.reserve(&id) {
             Ok(reservation) => reservation,
@@ -179,28 +211,54 @@ impl Front {
                     drop(reservation);
                     Err(internal(format!("cannot record the session: {error}")))
                 }
-                Ok(()) => reservation
-                    .complete(Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0))
-                    .map_err(table_error)
-                    .map(|()| NewSessionResponse::new(id.clone())),
+                Ok(()) => {
+                    let session = Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0);
+                    let failures = front.start_servers(&session, servers).await;
+                    match reservation.complete(session.clone()) {
+                        Ok(()) => Ok(failures),
+                        Err(error) => {
+                            session.stop_servers().await;
+                            Err(table_error(error))
+                        }
+                    }
+                }
             };
-            if result.is_ok() {
-                tracing::info!(session = %id, "session created");
-            }
-            answer(responder, result);
+            let failures = match result {
+                Ok(failures) => {
+                    tracing::info!(session = %id, "session created");
+                    answer(
+                        responder,
+                        Ok(NewSessionResponse::new(id.clone()).modes(Mode::default().state())),
+                    );
+                    failures
+                }
+                Err(error) => return answer(responder, Err(error)),
+            };
+            report_failures(&cx, &id, &failures);
         });
+    }
+
+    /// Starts `specs` for `session` (bounded by the start timeout); returns
+    /// what failed, one line each.
+    async fn start_servers(&self, session: &Arc<Session>, specs: Vec<ServerSpec>) -> Vec<String> {
+        if specs.is_empty() {
+            return Vec::new();
+        }
+        let servers = SessionServers::start(&self.servers, &session.id, session.cwd(), specs).await;
+        let failures = servers.failures.clone();
+        session.attach_servers(Arc::new(servers));
+        failures
     }
 
     pub fn load_session(
         self: &Arc<Self>,
-        request: LoadSessionRequest,
+        LoadSession { request, servers }: LoadSession,
         responder: Responder<LoadSessionResponse>,
         cx: ConnectionTo<Client>,
     ) {
         if let Err(error) = require_absolute(&request.cwd) {
             return answer(responder, Err(error));
         }
-        note_mcp_servers(request.mcp_servers.len());
         let id = request.session_id.0.to_string();
         let reservation = match self.sessions.reserve(&id) {
             Ok(reservation) => reservation,
@@ -246,14 +304,17 @@ impl Front {
             }
             let turns = stored.turns.len();
             let session = Session::new(id.clone(), request.cwd.clone(), history, stored.next_turn);
-            let result = reservation
-                .complete(session)
-                .map_err(table_error)
-                .map(|()| LoadSessionResponse::new());
-            if result.is_ok() {
-                tracing::info!(session = %id, turns, "session loaded");
+            let failures = front.start_servers(&session, servers).await;
+            if let Err(error) = reservation.complete(session.clone()) {
+                session.stop_servers().await;
+                return answer(responder, Err(table_error(error)));
             }
-            answer(responder, result);
+            tracing::info!(session = %id, turns, "session loaded");
+            answer(
+                responder,
+                Ok(LoadSessionResponse::new().modes(Mode::default().state())),
+            );
+            report_failures(&cx, &id, &failures);
         });
     }
 
@@ -318,6 +379,36 @@ impl Front {
             tracing::warn!(session = %session.id, "turn still running {bound:?} after cancel");
         }
         self.jobs.kill_session(&session.id).await;
+        session.stop_servers().await;
+    }
+
+    /// `session/set_mode`: switches that session only, and says so with a
+    /// `current_mode_update` (after the answer).
+    pub fn set_mode(
+        &self,
+        request: SetSessionModeRequest,
+        responder: Responder<SetSessionModeResponse>,
+        cx: ConnectionTo<Client>,
+    ) {
+        let id = request.session_id.0.to_string();
+        let session = match self.sessions.get(&id) {
+            Ok(session) => session,
+            Err(error) => return answer(responder, Err(table_error(error))),
+        };
+        let Some(mode) = Mode::from_id(&request.mode_id.0) else {
+            return answer(
+                responder,
+                Err(invalid_params(modes::unknown(&request.mode_id.0))),
+            );
+        };
+        session.set_mode(mode);
+        tracing::info!(session = %id, mode = mode.id(), "mode changed");
+        answer(responder, Ok(SetSessionModeResponse::new()));
+        send(
+            &cx,
+            &id,
+            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
+        );
     }
 
     pub fn cancel(&self, notification: CancelNotification) {
@@ -352,6 +443,11 @@ impl Front {
         let prompt_json = serde_json::to_value(&request.prompt).unwrap_or(Value::Null);
         self.store
             .append_turn_start(&id, ticket.number, &prompt_json, title_of(&request.prompt));
+        let client = self.client.read().clone();
+        let files = FileAccess::new(cx.clone(), &id, session.cwd(), &client);
+        let terminals = client
+            .terminal
+            .then(|| EditorTerminals::new(cx.clone(), &id));
         let output = SessionOutput::new(cx, self.store.clone(), &id, ticket.number);
         let context = TurnContext {
             session: session.clone(),
@@ -360,6 +456,8 @@ impl Front {
             model: self.model.clone(),
             hub: self.hub.clone(),
             jobs: self.jobs.clone(),
+            terminals,
+            files,
             routes: self.routes.clone(),
             limits: self.limits.clone(),
         };
@@ -449,6 +547,7 @@ impl Front {
                     tracing::warn!("some requests were still unanswered {bound:?} after close");
                 }
                 self.jobs.kill_all().await;
+                futures_util::future::join_all(sessions.iter().map(|s| s.stop_servers())).await;
                 self.hub.close();
                 self.store.close().await;
                 if !self.routes.is_empty() {
@@ -462,12 +561,15 @@ impl Front {
     }
 }
 
-/// Tools come from the hub; MCP servers the editor passes are not connected.
-fn note_mcp_servers(count: usize) {
-    if count > 0 {
-        tracing::info!(
-            count,
-            "ignoring the session's MCP servers; offer them through the hub with `switchboard provide-mcp`"
+/// Tells the user, in the session, which of its MCP servers did not start
+/// (the session itself works, without their tools).
+fn report_failures(cx: &ConnectionTo<Client>, session_id: &str, failures: &[String]) {
+    for failure in failures {
+        let text = format!("{failure}. Its tools are not available in this session.\n");
+        send(
+            cx,
+            session_id,
+            SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::from(text))),
         );
     }
 }

@@ -18,13 +18,18 @@
 //! - [`front`] wires the ACP requests to all of it and tears everything down
 //!   once when the connection closes.
 
+pub mod editor;
 pub mod front;
+pub mod guard;
 pub mod ids;
 pub mod jobs;
+pub mod mcp;
 pub mod model;
+pub mod modes;
 pub mod options;
 pub mod output;
 pub mod permission;
+pub mod requests;
 pub mod session;
 pub mod sessions;
 pub mod store;
@@ -32,8 +37,8 @@ pub mod tools;
 pub mod turn;
 
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest,
-    LoadSessionRequest, NewSessionRequest, PromptRequest,
+    CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest, PromptRequest,
+    SetSessionModeRequest,
 };
 use agent_client_protocol::{Agent, ConnectTo};
 use tokio::signal::unix::{signal, SignalKind};
@@ -68,8 +73,8 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: NewSessionRequest, responder, _cx| {
-                    front.new_session(request, responder);
+                async move |request: requests::NewSession, responder, cx| {
+                    front.new_session(request, responder, cx);
                     Ok(())
                 }
             },
@@ -78,7 +83,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: LoadSessionRequest, responder, cx| {
+                async move |request: requests::LoadSession, responder, cx| {
                     front.load_session(request, responder, cx);
                     Ok(())
                 }
@@ -110,6 +115,16 @@ pub async fn run(
                 let front = front.clone();
                 async move |request: PromptRequest, responder, cx| {
                     front.prompt(request, responder, cx);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let front = front.clone();
+                async move |request: SetSessionModeRequest, responder, cx| {
+                    front.set_mode(request, responder, cx);
                     Ok(())
                 }
             },

@@ -11,6 +11,9 @@ pub struct AcpOptions {
     pub hub_dir: PathBuf,
     pub model: ModelOptions,
     pub limits: FrontLimits,
+    /// The `switchboard` binary: jobs and MCP servers run under its guard
+    /// subcommand ([`crate::guard`]).
+    pub guard_program: PathBuf,
 }
 
 impl AcpOptions {
@@ -62,6 +65,9 @@ pub struct FrontLimits {
     pub retained_jobs_per_session: usize,
     /// How long one hub tool call may take (clamped to the hub's maximum).
     pub tool_call_timeout: Duration,
+    /// How long a session MCP server may take to start and answer
+    /// `initialize` before it is given up and reported.
+    pub mcp_start_timeout: Duration,
     /// How long a cancelled turn may take to wind down before it is dropped
     /// and its prompt answered `cancelled` regardless.
     pub cancel_grace: Duration,
@@ -76,6 +82,7 @@ impl Default for FrontLimits {
             job_output_bytes: 64 * 1024,
             retained_jobs_per_session: 64,
             tool_call_timeout: Duration::from_secs(600),
+            mcp_start_timeout: Duration::from_secs(30),
             cancel_grace: Duration::from_secs(5),
         }
     }

@@ -19,6 +19,11 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use switchboard_tools::consumer::ToolTable;
+
+use crate::mcp::SessionServers;
+use crate::modes::Mode;
+
 /// What the user answered "always" to, for one tool in this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Remembered {
@@ -61,6 +66,7 @@ struct SessionState {
     pending_permissions: HashMap<u64, oneshot::Sender<()>>,
     next_permission: u64,
     remembered: HashMap<String, Remembered>,
+    mode: Mode,
     closing: bool,
 }
 
@@ -68,6 +74,8 @@ pub struct Session {
     pub id: String,
     pub cwd: PathBuf,
     state: Mutex<SessionState>,
+    /// The session's own MCP servers, once started.
+    servers: Mutex<Option<Arc<SessionServers>>>,
     /// `true` while no turn runs.
     idle: watch::Sender<bool>,
 }
@@ -94,10 +102,33 @@ impl Session {
                 pending_permissions: HashMap::new(),
                 next_permission: 0,
                 remembered: HashMap::new(),
+                mode: Mode::default(),
                 closing: false,
             }),
+            servers: Mutex::new(None),
             idle: watch::Sender::new(true),
         })
+    }
+
+    pub fn attach_servers(&self, servers: Arc<SessionServers>) {
+        *self.servers.lock() = Some(servers);
+    }
+
+    /// The tools this session's model calls are offered: the hub's, then
+    /// the session's own MCP servers'.
+    pub fn tool_table(&self, hub: Arc<ToolTable>) -> Arc<ToolTable> {
+        match self.servers.lock().clone() {
+            Some(servers) => servers.table(hub),
+            None => hub,
+        }
+    }
+
+    /// Stops the session's MCP servers (bounded); idempotent.
+    pub async fn stop_servers(&self) {
+        let servers = self.servers.lock().take();
+        if let Some(servers) = servers {
+            servers.stop().await;
+        }
     }
 
     pub fn cwd(&self) -> &Path {
@@ -204,6 +235,15 @@ impl Session {
 
     pub fn remembered(&self, tool: &str) -> Option<Remembered> {
         self.state.lock().remembered.get(tool).copied()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.state.lock().mode
+    }
+
+    /// Switches this session's mode; the next tool call is gated by it.
+    pub fn set_mode(&self, mode: Mode) {
+        self.state.lock().mode = mode;
     }
 
     pub fn remember(&self, tool: &str, answer: Remembered) {

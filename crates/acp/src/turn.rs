@@ -12,19 +12,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_client_protocol::v1::schema::{
-    ContentBlock, StopReason, ToolCall, ToolCallContent, ToolCallStatus, ToolCallUpdate,
-    ToolCallUpdateFields,
+    ContentBlock, Diff, StopReason, ToolCall, ToolCallContent, ToolCallLocation, ToolCallStatus,
+    ToolCallUpdate, ToolCallUpdateFields,
 };
 use serde_json::{json, value::RawValue, Value};
 use switchboard_tools::consumer::HubTools;
 
-use crate::jobs::JobExecutor;
+use crate::jobs::{EditorTerminals, JobExecutor};
 use crate::model::{FinishReason, ModelClient, ModelError, ModelEvent};
+use crate::modes::Gate;
 use crate::options::FrontLimits;
 use crate::output::SessionOutput;
 use crate::permission::{self, Decision};
 use crate::session::{Session, TurnTicket};
 use crate::sessions::{Handle, Routes};
+use crate::tools::files::{self, FileAccess, FilePlan, FileTool};
 use crate::tools::{builtin, call as hub_call, ResolvedTool, ToolOutcome, ToolSet};
 
 /// How long a first turn waits for the hub's initial tool list.
@@ -38,6 +40,10 @@ pub struct TurnContext {
     pub model: ModelClient,
     pub hub: HubTools,
     pub jobs: Arc<JobExecutor>,
+    /// The editor's terminals, when it advertises `terminal`.
+    pub terminals: Option<EditorTerminals>,
+    /// Where the file tools read and write.
+    pub files: FileAccess,
     pub routes: Arc<Routes>,
     pub limits: Arc<FrontLimits>,
 }
@@ -68,8 +74,9 @@ impl TurnContext {
             "role": "system",
             "content": format!(
                 "You are a coding agent running inside Switchboard. The user's working \
-                 directory is {}. Use the tools when they help; start long-running or \
-                 background commands with job_start and read them with job_output.",
+                 directory is {}. Use the tools when they help: read_file, write_file and \
+                 edit_file for files in that directory; start commands with job_start and \
+                 read them with job_output.",
                 self.session.cwd().display()
             ),
         })
@@ -131,7 +138,7 @@ pub async fn run(ctx: &TurnContext) -> TurnEnd {
         }
         model_calls += 1;
 
-        let tools = ToolSet::new(ctx.hub.tools());
+        let tools = ToolSet::new(ctx.session.tool_table(ctx.hub.tools()));
         let mut messages = vec![ctx.system_message()];
         messages.extend(ctx.session.history());
         let mut step = Step::default();
@@ -302,6 +309,17 @@ fn tool_title(tool: Option<&ResolvedTool>, call: &StreamedCall, arguments: &Valu
             .and_then(Value::as_str)
             .map(|command| format!("Run `{command}`"))
             .unwrap_or_else(|| call.name.clone()),
+        Some(ResolvedTool::Builtin(builtin::Builtin::File(tool))) => {
+            let verb = match tool {
+                FileTool::Read => "Read",
+                FileTool::Write => "Write",
+                FileTool::Edit => "Edit",
+            };
+            match files::path_argument(arguments) {
+                Some(path) => format!("{verb} {path}"),
+                None => call.name.clone(),
+            }
+        }
         _ => call.name.clone(),
     }
 }
@@ -315,6 +333,18 @@ fn failed_update(id: &str, message: &str) -> ToolCallUpdate {
                 message.to_owned(),
             ))]),
     )
+}
+
+/// What the editor is shown of a file tool's plan: where it acts, and for a
+/// write or an edit the whole-file diff.
+fn plan_fields(plan: &FilePlan) -> (Vec<ToolCallLocation>, Vec<ToolCallContent>) {
+    let content = match plan {
+        FilePlan::Read { .. } => Vec::new(),
+        FilePlan::Write { path, old, new, .. } => vec![ToolCallContent::Diff(
+            Diff::new(path.shown.clone(), new.clone()).old_text(old.clone()),
+        )],
+    };
+    (vec![plan.location()], content)
 }
 
 /// Runs one tool call, showing it as `pending → in_progress → completed |
@@ -370,38 +400,82 @@ async fn run_tool_call(
         }
     };
 
-    if !tool.read_only() {
-        let request = ToolCallUpdate::new(
-            acp_id.clone(),
-            ToolCallUpdateFields::new()
+    // A file tool is planned before the gate: the editor is shown where it
+    // acts and what a write would change before anyone is asked.
+    let plan = match &tool {
+        ResolvedTool::Builtin(builtin::Builtin::File(file_tool)) => {
+            let planned = tokio::select! {
+                biased;
+                _ = ctx.ticket.cancel.cancelled() => None,
+                planned = files::plan(&ctx.files, *file_tool, &arguments) => Some(planned),
+            };
+            match planned {
+                None => {
+                    ctx.output
+                        .tool_call_update(failed_update(&acp_id, "Cancelled."));
+                    return None;
+                }
+                Some(Err(message)) => {
+                    ctx.output
+                        .tool_call_update(failed_update(&acp_id, &message));
+                    return Some(ToolOutcome::failure(message));
+                }
+                Some(Ok(plan)) => {
+                    let (locations, content) = plan_fields(&plan);
+                    ctx.output.tool_call_update(ToolCallUpdate::new(
+                        acp_id.clone(),
+                        ToolCallUpdateFields::new()
+                            .locations(locations)
+                            .content(content),
+                    ));
+                    Some(plan)
+                }
+            }
+        }
+        _ => None,
+    };
+
+    let gate = ctx
+        .session
+        .mode()
+        .gate(tool.effect(&arguments, ctx.session.cwd()));
+    let asked = match gate {
+        Gate::Allow => Decision::Allow,
+        Gate::Refuse(reason) => Decision::Reject(reason),
+        Gate::Ask => {
+            let mut fields = ToolCallUpdateFields::new()
                 .title(title.clone())
                 .kind(kind)
                 .status(ToolCallStatus::Pending)
-                .raw_input(shown_input.clone()),
-        );
-        match permission::ask(
-            ctx.output.connection(),
-            &ctx.session,
-            &ctx.routes,
-            &ctx.ticket.cancel,
-            &call.name,
-            request,
-        )
-        .await
-        {
-            Decision::Allow => {}
-            Decision::Reject(reason) => {
-                ctx.output
-                    .tool_call_update(failed_update(&acp_id, &format!("Not run: {reason}.")));
-                return Some(ToolOutcome::failure(format!(
-                    "the tool did not run: {reason}"
-                )));
+                .raw_input(shown_input.clone());
+            if let Some(plan) = &plan {
+                let (locations, content) = plan_fields(plan);
+                fields = fields.locations(locations).content(content);
             }
-            Decision::Cancelled => {
-                ctx.output
-                    .tool_call_update(failed_update(&acp_id, "Cancelled."));
-                return None;
-            }
+            permission::ask(
+                ctx.output.connection(),
+                &ctx.session,
+                &ctx.routes,
+                &ctx.ticket.cancel,
+                &call.name,
+                ToolCallUpdate::new(acp_id.clone(), fields),
+            )
+            .await
+        }
+    };
+    match asked {
+        Decision::Allow => {}
+        Decision::Reject(reason) => {
+            ctx.output
+                .tool_call_update(failed_update(&acp_id, &format!("Not run: {reason}.")));
+            return Some(ToolOutcome::failure(format!(
+                "the tool did not run: {reason}"
+            )));
+        }
+        Decision::Cancelled => {
+            ctx.output
+                .tool_call_update(failed_update(&acp_id, "Cancelled."));
+            return None;
         }
     }
 
@@ -409,7 +483,15 @@ async fn run_tool_call(
         acp_id.clone(),
         ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
     ));
-    let running = execute(ctx, &tool, call, arguments_text, &arguments, call_key);
+    let running = execute(
+        ctx,
+        &tool,
+        plan.as_ref(),
+        call,
+        arguments_text,
+        &arguments,
+        call_key,
+    );
     let outcome = tokio::select! {
         biased;
         _ = ctx.ticket.cancel.cancelled() => None,
@@ -439,11 +521,26 @@ async fn run_tool_call(
 async fn execute(
     ctx: &TurnContext,
     tool: &ResolvedTool,
+    plan: Option<&FilePlan>,
     call: &StreamedCall,
     arguments_text: &str,
     arguments: &Value,
     call_key: String,
 ) -> ToolOutcome {
+    if let Some(plan) = plan {
+        return match plan {
+            FilePlan::Read { text, .. } => ToolOutcome::success(text.clone(), None),
+            FilePlan::Write { .. } => match files::apply(&ctx.files, plan).await {
+                Ok(done) => {
+                    let mut outcome = ToolOutcome::success(done, None);
+                    // The diff stays on the finished call.
+                    outcome.content.extend(plan_fields(plan).1);
+                    outcome
+                }
+                Err(message) => ToolOutcome::failure(message),
+            },
+        };
+    }
     match tool {
         ResolvedTool::Builtin(builtin) => {
             builtin::run(
@@ -452,6 +549,7 @@ async fn execute(
                 &ctx.session.id,
                 ctx.session.cwd(),
                 &ctx.jobs,
+                ctx.terminals.as_ref(),
             )
             .await
         }

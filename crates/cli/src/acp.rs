@@ -40,6 +40,10 @@ pub struct AcpArgs {
     /// How long one hub tool call may take.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     tool_timeout: Duration,
+    /// How long a session's MCP server may take to start and answer
+    /// initialize before it is given up (and reported in the session).
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    mcp_start_timeout: Duration,
     /// The longest silence tolerated while the model streams.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     model_read_timeout: Duration,
@@ -58,6 +62,8 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
     let api_key = std::env::var(API_KEY_VAR)
         .ok()
         .filter(|key| !key.is_empty());
+    let guard_program =
+        std::env::current_exe().context("cannot find the switchboard binary for job guards")?;
     let defaults = FrontLimits::default();
     let options = AcpOptions {
         hub_dir: dir::resolve(args.dir.dir.as_deref()),
@@ -73,10 +79,34 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
             max_running_jobs_per_session: args.max_jobs as usize,
             job_output_bytes: args.job_output_bytes as usize,
             tool_call_timeout: args.tool_timeout,
+            mcp_start_timeout: args.mcp_start_timeout,
             ..defaults
         },
+        guard_program,
     };
     switchboard_acp::run_stdio(options)
         .await
         .context("the ACP front stopped")
+}
+
+/// `switchboard __acp-guard --lifeline FD -- PROGRAM ARGS...`: runs one job
+/// or MCP server of `switchboard acp` under a guard. Never returns.
+pub fn guard(args: Vec<std::ffi::OsString>) -> ! {
+    let usage = || -> ! {
+        eprintln!(
+            "usage: switchboard {} --lifeline FD -- PROGRAM [ARGS...] (started by switchboard acp)",
+            switchboard_acp::guard::GUARD_SUBCOMMAND
+        );
+        std::process::exit(2)
+    };
+    let [flag, fd, separator, command @ ..] = args.as_slice() else {
+        usage()
+    };
+    let Some(fd) = fd.to_str().and_then(|fd| fd.parse().ok()) else {
+        usage()
+    };
+    if flag != "--lifeline" || separator != "--" || command.is_empty() {
+        usage()
+    }
+    switchboard_acp::guard::run(fd, command)
 }

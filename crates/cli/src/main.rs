@@ -61,6 +61,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A job guard (`switchboard_acp::guard`) is one small single-threaded
+    // process: no runtime, no logging, no argument parser of its own.
+    let mut args = std::env::args_os();
+    if args.nth(1).as_deref() == Some(switchboard_acp::guard::GUARD_SUBCOMMAND.as_ref()) {
+        acp::guard(args.collect());
+    }
     // Started as a hub's module (provide-mcp): take the launch credential
     // before any thread or child process exists.
     let _ = switchboard_client::launch::init();

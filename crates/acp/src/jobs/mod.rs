@@ -5,10 +5,19 @@
 //! kill names the calling session, which is checked here. A caller cannot get
 //! around the check by knowing an id.
 //!
-//! Each job runs `/bin/sh -c <command>` as the leader of its own process
-//! group, so killing the group also reaches whatever the command started.
+//! A job runs in one of two places:
+//! - locally: `/bin/sh -c <command>` under a guard (`crate::guard`), in a
+//!   process group of its own. The guard is what makes every process of
+//!   the job die with it (`job_kill`, session close) and with the front,
+//!   even one that called `setsid`, even when the front is SIGKILLed. The
+//!   job has exited once every one of its processes has; its exit code is
+//!   the shell's;
+//! - in one of the editor's terminals (`terminal.rs`), when the editor
+//!   advertises the `terminal` capability: the editor runs the command and
+//!   shows it; output, exit and kill go through `terminal/*`.
 
 mod tail;
+mod terminal;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -22,12 +31,14 @@ use serde::Serialize;
 use tokio::io::AsyncReadExt;
 use tokio::sync::watch;
 
+use crate::guard::Launcher;
 use tail::TailBuffer;
+pub use terminal::EditorTerminals;
 
 /// How long a kill waits for the job to be reaped.
 const KILL_WAIT: Duration = Duration::from_secs(5);
-/// How long, after the leader exits, its output pipes may stay open (held by
-/// a background child) before the exit is reported anyway.
+/// How long, after the job exits, its output pipes may stay open before the
+/// exit is reported anyway.
 const PIPE_DRAIN_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone)]
@@ -47,6 +58,8 @@ pub enum JobError {
     TooManyRunning { max: usize },
     #[error("cannot start the job in {cwd}: {error}")]
     Spawn { cwd: String, error: std::io::Error },
+    #[error("{0}")]
+    Terminal(String),
     #[error("the agent is shutting down; no new jobs start")]
     ShutDown,
 }
@@ -66,16 +79,44 @@ pub struct JobOutput {
     pub truncated: bool,
 }
 
+/// How a job ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobExit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl From<ExitStatus> for JobExit {
+    fn from(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        JobExit {
+            code: status.code(),
+            signal: status.signal(),
+        }
+    }
+}
+
+/// Where a job runs.
+enum Runner {
+    /// A local process: the guard (or, for a bare executor, the shell),
+    /// which leads the job's process group.
+    Local {
+        pid: Option<Pid>,
+        guarded: bool,
+        output: Mutex<TailBuffer>,
+    },
+    /// One of the editor's terminals.
+    Terminal(terminal::TerminalJob),
+}
+
 struct Job {
     id: String,
     /// The session that started the job; never changes.
     owner: String,
-    /// Also the process group id.
-    pid: Option<Pid>,
     /// Start order within the executor, for forgetting the oldest first.
     started: u64,
-    output: Mutex<TailBuffer>,
-    exit: Mutex<Option<ExitStatus>>,
+    runner: Runner,
+    exit: Mutex<Option<JobExit>>,
     /// `true` once the exit is recorded.
     exited: watch::Sender<bool>,
 }
@@ -85,29 +126,75 @@ impl Job {
         *self.exited.borrow()
     }
 
-    fn report(&self) -> JobOutput {
-        use std::os::unix::process::ExitStatusExt;
-        let output = self.output.lock();
-        let exit = *self.exit.lock();
-        JobOutput {
-            output: output.text(),
-            exited: exit.is_some(),
-            exit_code: exit.and_then(|status| status.code()),
-            signal: exit.and_then(|status| status.signal()),
-            truncated: output.truncated(),
+    fn record_exit(&self, exit: JobExit) {
+        self.exit.lock().get_or_insert(exit);
+        self.exited.send_replace(true);
+    }
+
+    async fn report(&self) -> Result<JobOutput, JobError> {
+        match &self.runner {
+            Runner::Local { output, .. } => {
+                let output = output.lock();
+                let exit = *self.exit.lock();
+                Ok(JobOutput {
+                    output: output.text(),
+                    exited: exit.is_some(),
+                    exit_code: exit.and_then(|exit| exit.code),
+                    signal: exit.and_then(|exit| exit.signal),
+                    truncated: output.truncated(),
+                })
+            }
+            Runner::Terminal(terminal) => {
+                let (output, truncated, status) = terminal.output().await?;
+                let exit = status.or(*self.exit.lock());
+                if let Some(exit) = status {
+                    self.record_exit(exit);
+                }
+                Ok(JobOutput {
+                    output,
+                    exited: exit.is_some(),
+                    exit_code: exit.and_then(|exit| exit.code),
+                    signal: exit.and_then(|exit| exit.signal),
+                    truncated,
+                })
+            }
         }
     }
 
-    /// Sends SIGKILL to the job's process group. After the leader has been
-    /// reaped the group may live on in background children, so the signal
-    /// still goes out; the group id cannot be reused while any member lives.
-    fn kill(&self) {
-        if let Some(pid) = self.pid {
-            match rustix::process::kill_process_group(pid, Signal::KILL) {
-                Ok(()) => {}
-                Err(rustix::io::Errno::SRCH) => {}
-                Err(error) => tracing::warn!(job = %self.id, %error, "cannot kill a job"),
+    /// Kills the job: a guard is asked to kill everything it runs (and the
+    /// group is SIGKILLed if it does not exit in time); a bare job's group
+    /// is SIGKILLed; a terminal's command is killed by the editor.
+    async fn kill(&self) {
+        match &self.runner {
+            Runner::Local { pid, guarded, .. } => {
+                let Some(pid) = *pid else { return };
+                if *guarded && !self.has_exited() {
+                    crate::guard::stop(pid.as_raw_nonzero().get() as u32);
+                    if self.wait_exit(KILL_WAIT).await {
+                        return;
+                    }
+                    tracing::warn!(job = %self.id, "the job's guard did not stop in {KILL_WAIT:?}; killing its group");
+                }
+                // After the leader has been reaped the group may live on in
+                // background children, so the signal still goes out; the
+                // group id cannot be reused while any member lives.
+                match rustix::process::kill_process_group(pid, Signal::KILL) {
+                    Ok(()) | Err(rustix::io::Errno::SRCH) => {}
+                    Err(error) => tracing::warn!(job = %self.id, %error, "cannot kill a job"),
+                }
             }
+            Runner::Terminal(terminal) => terminal.kill().await,
+        }
+    }
+
+    /// Kills the job and frees what it holds in the editor.
+    async fn dispose(&self) {
+        self.kill().await;
+        if !self.wait_exit(KILL_WAIT).await {
+            tracing::warn!(job = %self.id, "job not reaped within {KILL_WAIT:?} of its kill");
+        }
+        if let Runner::Terminal(terminal) = &self.runner {
+            terminal.release().await;
         }
     }
 
@@ -129,19 +216,23 @@ struct JobTable {
 pub struct JobExecutor {
     table: Mutex<JobTable>,
     limits: JobLimits,
+    /// How local jobs start; `None`: bare, as the leader of a process
+    /// group with nothing watching for the front's death (unit tests only).
+    launcher: Option<Launcher>,
 }
 
 impl JobExecutor {
-    pub fn new(limits: JobLimits) -> Self {
+    pub fn new(limits: JobLimits, launcher: Option<Launcher>) -> Self {
         JobExecutor {
             table: Mutex::new(JobTable::default()),
             limits,
+            launcher,
         }
     }
 
-    /// Starts `command` for session `owner`; returns the job id.
-    pub fn start(&self, owner: &str, command: &str, cwd: &Path) -> Result<String, JobError> {
-        let mut table = self.table.lock();
+    /// Checks that session `owner` may start one more job, and makes room
+    /// for its record.
+    fn admit(&self, table: &mut JobTable, owner: &str) -> Result<(), JobError> {
         if table.shut_down {
             return Err(JobError::ShutDown);
         }
@@ -155,34 +246,60 @@ impl JobExecutor {
                 max: self.limits.max_running_per_session,
             });
         }
-        forget_oldest_exited(&mut table, owner, self.limits.retained_per_session);
+        for forgotten in forget_oldest_exited(table, owner, self.limits.retained_per_session) {
+            if let Runner::Terminal(terminal) = &forgotten.runner {
+                let terminal = terminal.clone();
+                tokio::spawn(async move { terminal.release().await });
+            }
+        }
+        Ok(())
+    }
 
-        let mut child = tokio::process::Command::new("/bin/sh")
-            .arg("-c")
-            .arg(command)
-            .current_dir(cwd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(|error| JobError::Spawn {
-                cwd: cwd.display().to_string(),
-                error,
-            })?;
+    fn insert(&self, table: &mut JobTable, owner: &str, runner: Runner) -> Arc<Job> {
         let id = crate::ids::job_id();
         let started = table.next_start;
         table.next_start += 1;
         let job = Arc::new(Job {
             id: id.clone(),
             owner: owner.to_owned(),
-            pid: child.id().and_then(|pid| Pid::from_raw(pid as i32)),
             started,
-            output: Mutex::new(TailBuffer::new(self.limits.output_bytes)),
+            runner,
             exit: Mutex::new(None),
             exited: watch::Sender::new(false),
         });
-        table.jobs.insert(id.clone(), job.clone());
+        table.jobs.insert(id, job.clone());
+        job
+    }
+
+    /// Starts `command` locally for session `owner`; returns the job id.
+    pub fn start(&self, owner: &str, command: &str, cwd: &Path) -> Result<String, JobError> {
+        let mut table = self.table.lock();
+        self.admit(&mut table, owner)?;
+        let shell_args = [std::ffi::OsString::from("-c"), command.into()];
+        let mut process = match &self.launcher {
+            Some(launcher) => launcher.command("/bin/sh", &shell_args),
+            None => {
+                let mut process = tokio::process::Command::new("/bin/sh");
+                process.args(&shell_args).process_group(0);
+                process
+            }
+        };
+        let mut child = process
+            .current_dir(cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|error| JobError::Spawn {
+                cwd: cwd.display().to_string(),
+                error,
+            })?;
+        let runner = Runner::Local {
+            pid: child.id().and_then(|pid| Pid::from_raw(pid as i32)),
+            guarded: self.launcher.is_some(),
+            output: Mutex::new(TailBuffer::new(self.limits.output_bytes)),
+        };
+        let job = self.insert(&mut table, owner, runner);
         drop(table);
 
         let pumps = [
@@ -195,24 +312,61 @@ impl JobExecutor {
                 .take()
                 .map(|pipe| tokio::spawn(pump(pipe, job.clone()))),
         ];
+        let watched = job.clone();
         tokio::spawn(async move {
             let status = child.wait().await;
             for pump in pumps.into_iter().flatten() {
                 let _ = tokio::time::timeout(PIPE_DRAIN_WAIT, pump).await;
             }
             match status {
-                Ok(status) => *job.exit.lock() = Some(status),
+                Ok(status) => watched.record_exit(status.into()),
                 Err(error) => {
-                    tracing::error!(job = %job.id, %error, "cannot wait for a job");
-                    use std::os::unix::process::ExitStatusExt;
-                    *job.exit.lock() = Some(ExitStatus::from_raw(0x7f00));
+                    tracing::error!(job = %watched.id, %error, "cannot wait for a job");
+                    watched.record_exit(JobExit::default());
                 }
             }
-            job.exited.send_replace(true);
-            tracing::debug!(job = %job.id, "job exited");
+            tracing::debug!(job = %watched.id, "job exited");
         });
-        tracing::info!(job = %id, session = owner, "job started");
-        Ok(id)
+        tracing::info!(job = %job.id, session = owner, "job started");
+        Ok(job.id.clone())
+    }
+
+    /// Starts `command` in one of the editor's terminals for session
+    /// `owner`; returns the job id and the terminal id.
+    pub async fn start_in_terminal(
+        &self,
+        terminals: &EditorTerminals,
+        owner: &str,
+        command: &str,
+        cwd: &Path,
+    ) -> Result<(String, String), JobError> {
+        {
+            let mut table = self.table.lock();
+            self.admit(&mut table, owner)?;
+        }
+        let terminal = terminals
+            .create(command, cwd, self.limits.output_bytes)
+            .await?;
+        let terminal_id = terminal.id().to_owned();
+        let job = {
+            let mut table = self.table.lock();
+            (!table.shut_down)
+                .then(|| self.insert(&mut table, owner, Runner::Terminal(terminal.clone())))
+        };
+        let Some(job) = job else {
+            terminal.kill().await;
+            terminal.release().await;
+            return Err(JobError::ShutDown);
+        };
+        // Follows the command to its exit; a job killed and released (or a
+        // connection gone) ends the wait with an error, recorded as an exit.
+        let watched = job.clone();
+        tokio::spawn(async move {
+            let exit = terminal.wait_for_exit().await;
+            watched.record_exit(exit);
+        });
+        tracing::info!(job = %job.id, session = owner, terminal = %terminal_id, "job started in the editor's terminal");
+        Ok((job.id.clone(), terminal_id))
     }
 
     /// The job `id` of session `caller`.
@@ -228,18 +382,18 @@ impl JobExecutor {
         Ok(job.clone())
     }
 
-    pub fn output(&self, caller: &str, id: &str) -> Result<JobOutput, JobError> {
-        Ok(self.owned(caller, id)?.report())
+    pub async fn output(&self, caller: &str, id: &str) -> Result<JobOutput, JobError> {
+        self.owned(caller, id)?.report().await
     }
 
-    /// Kills the job's process group and waits (bounded) for it to be reaped.
+    /// Kills the job and waits (bounded) for it to be reaped.
     pub async fn kill(&self, caller: &str, id: &str) -> Result<JobOutput, JobError> {
         let job = self.owned(caller, id)?;
-        job.kill();
+        job.kill().await;
         if !job.wait_exit(KILL_WAIT).await {
-            tracing::warn!(job = id, "job not reaped within {KILL_WAIT:?} of SIGKILL");
+            tracing::warn!(job = id, "job not reaped within {KILL_WAIT:?} of its kill");
         }
-        Ok(job.report())
+        job.report().await
     }
 
     /// Kills and forgets every job of session `owner`.
@@ -254,7 +408,7 @@ impl JobExecutor {
                 .collect();
             ids.iter().filter_map(|id| table.jobs.remove(id)).collect()
         };
-        kill_and_reap(jobs).await;
+        dispose_all(jobs).await;
     }
 
     /// Refuses new jobs, then kills and forgets every job. Idempotent.
@@ -264,7 +418,7 @@ impl JobExecutor {
             table.shut_down = true;
             table.jobs.drain().map(|(_, job)| job).collect()
         };
-        kill_and_reap(jobs).await;
+        dispose_all(jobs).await;
     }
 
     /// Ids of the jobs session `owner` has (running or exited).
@@ -277,8 +431,8 @@ impl JobExecutor {
 }
 
 /// Keeps session `owner` under `retained` job records, dropping exited ones,
-/// oldest first. Running jobs are never forgotten.
-fn forget_oldest_exited(table: &mut JobTable, owner: &str, retained: usize) {
+/// oldest first, and returning them. Running jobs are never forgotten.
+fn forget_oldest_exited(table: &mut JobTable, owner: &str, retained: usize) -> Vec<Arc<Job>> {
     let mut exited: Vec<(u64, String)> = table
         .jobs
         .values()
@@ -289,31 +443,29 @@ fn forget_oldest_exited(table: &mut JobTable, owner: &str, retained: usize) {
     // Room for the job about to start.
     let excess = (total + 1).saturating_sub(retained);
     exited.sort();
-    for (_, id) in exited.into_iter().take(excess) {
-        table.jobs.remove(&id);
-    }
+    exited
+        .into_iter()
+        .take(excess)
+        .filter_map(|(_, id)| table.jobs.remove(&id))
+        .collect()
 }
 
-async fn kill_and_reap(jobs: Vec<Arc<Job>>) {
-    for job in &jobs {
-        job.kill();
-    }
-    for job in &jobs {
-        if !job.wait_exit(KILL_WAIT).await {
-            tracing::warn!(job = %job.id, "job not reaped within {KILL_WAIT:?} of SIGKILL");
-        }
-    }
+async fn dispose_all(jobs: Vec<Arc<Job>>) {
+    futures_util::future::join_all(jobs.iter().map(|job| job.dispose())).await;
     if !jobs.is_empty() {
         tracing::info!(count = jobs.len(), "jobs killed");
     }
 }
 
 async fn pump(mut pipe: impl tokio::io::AsyncRead + Unpin, job: Arc<Job>) {
+    let Runner::Local { output, .. } = &job.runner else {
+        return;
+    };
     let mut buffer = [0u8; 8192];
     loop {
         match pipe.read(&mut buffer).await {
             Ok(0) | Err(_) => return,
-            Ok(read) => job.output.lock().push(&buffer[..read]),
+            Ok(read) => output.lock().push(&buffer[..read]),
         }
     }
 }
@@ -323,17 +475,20 @@ mod tests {
     use super::*;
 
     fn executor(max_running: usize, output_bytes: usize, retained: usize) -> JobExecutor {
-        JobExecutor::new(JobLimits {
-            max_running_per_session: max_running,
-            output_bytes,
-            retained_per_session: retained,
-        })
+        JobExecutor::new(
+            JobLimits {
+                max_running_per_session: max_running,
+                output_bytes,
+                retained_per_session: retained,
+            },
+            None,
+        )
     }
 
     async fn wait_exited(jobs: &JobExecutor, owner: &str, id: &str) -> JobOutput {
         let job = jobs.owned(owner, id).unwrap();
         assert!(job.wait_exit(Duration::from_secs(10)).await);
-        job.report()
+        job.report().await.unwrap()
     }
 
     #[tokio::test]
@@ -346,7 +501,7 @@ mod tests {
         assert_eq!(report.output, "hello\n");
         assert_eq!(report.exit_code, Some(3));
         assert!(report.exited && !report.truncated);
-        let error = jobs.output("b", &id).unwrap_err();
+        let error = jobs.output("b", &id).await.unwrap_err();
         assert_eq!(
             error.to_string(),
             format!("job {id} belongs to another session")
@@ -356,7 +511,7 @@ mod tests {
             Err(JobError::OtherSession(_))
         ));
         assert!(matches!(
-            jobs.output("a", "job_x"),
+            jobs.output("a", "job_x").await,
             Err(JobError::Unknown(_))
         ));
     }
@@ -454,7 +609,7 @@ mod tests {
             vec![ids[1].clone(), ids[2].clone(), fourth]
         );
         assert!(matches!(
-            jobs.output("a", &ids[0]),
+            jobs.output("a", &ids[0]).await,
             Err(JobError::Unknown(_))
         ));
         jobs.kill_session("a").await;

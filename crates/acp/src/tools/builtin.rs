@@ -1,23 +1,30 @@
-//! The built-in job tools: `job_start`, `job_output`, `job_kill`.
+//! The built-in tools: the job tools `job_start`, `job_output`, `job_kill`,
+//! and the file tools (`files.rs`).
 //!
-//! They act for the calling session only; the ownership check itself lives
-//! in [`JobExecutor`], which is handed the caller's session id.
+//! The job tools act for the calling session only; the ownership check
+//! itself lives in [`JobExecutor`], which is handed the caller's session
+//! id. With the editor's `terminal` capability, `job_start` runs the
+//! command in one of its terminals and embeds it in the tool call.
 
 use std::path::Path;
 
-use agent_client_protocol::v1::schema::ToolKind;
+use agent_client_protocol::v1::schema::{Terminal, ToolCallContent, ToolKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::files::{self, FileTool};
+use super::paths;
 use super::ToolOutcome;
-use crate::jobs::JobExecutor;
+use crate::jobs::{EditorTerminals, JobExecutor};
 use crate::model::ToolDefinition;
+use crate::modes::Effect;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Builtin {
     JobStart,
     JobOutput,
     JobKill,
+    File(FileTool),
 }
 
 impl Builtin {
@@ -26,20 +33,35 @@ impl Builtin {
             "job_start" => Builtin::JobStart,
             "job_output" => Builtin::JobOutput,
             "job_kill" => Builtin::JobKill,
+            "read_file" => Builtin::File(FileTool::Read),
+            "write_file" => Builtin::File(FileTool::Write),
+            "edit_file" => Builtin::File(FileTool::Edit),
             _ => return None,
         })
     }
 
-    /// `job_start` runs arbitrary commands, so it asks first. Reading and
-    /// killing only touch jobs this session already started.
-    pub fn read_only(self) -> bool {
-        !matches!(self, Builtin::JobStart)
+    /// What a call would do, for the mode's gate. `job_start` runs
+    /// arbitrary commands; reading and killing only touch jobs this session
+    /// already started; writes and edits are confined to the session's
+    /// directory.
+    pub fn effect(self, arguments: &Value, session_cwd: &Path) -> Effect {
+        match self {
+            Builtin::JobStart => Effect::Command {
+                inside_cwd: arguments
+                    .get("cwd")
+                    .and_then(Value::as_str)
+                    .is_none_or(|dir| paths::inside(session_cwd, dir)),
+            },
+            Builtin::JobOutput | Builtin::JobKill | Builtin::File(FileTool::Read) => Effect::Read,
+            Builtin::File(FileTool::Write | FileTool::Edit) => Effect::EditInCwd,
+        }
     }
 
     pub fn kind(self) -> ToolKind {
         match self {
             Builtin::JobStart | Builtin::JobKill => ToolKind::Execute,
-            Builtin::JobOutput => ToolKind::Read,
+            Builtin::JobOutput | Builtin::File(FileTool::Read) => ToolKind::Read,
+            Builtin::File(FileTool::Write | FileTool::Edit) => ToolKind::Edit,
         }
     }
 }
@@ -80,6 +102,9 @@ pub fn definitions() -> Vec<ToolDefinition> {
             parameters: job_id,
         },
     ]
+    .into_iter()
+    .chain(files::definitions())
+    .collect()
 }
 
 #[derive(Deserialize)]
@@ -95,15 +120,19 @@ struct JobArgs {
     job_id: String,
 }
 
-/// Runs a built-in tool for session `session_id` whose directory is `cwd`.
+/// Runs a built-in job tool for session `session_id` whose directory is
+/// `cwd`; `terminals` when the editor runs commands. (File tools are
+/// planned and applied by the turn, `files.rs`.)
 pub async fn run(
     tool: Builtin,
     arguments: &Value,
     session_id: &str,
     session_cwd: &Path,
     jobs: &JobExecutor,
+    terminals: Option<&EditorTerminals>,
 ) -> ToolOutcome {
     match tool {
+        Builtin::File(_) => ToolOutcome::failure("a file tool is run by its plan"),
         Builtin::JobStart => {
             let args: StartArgs = match serde_json::from_value(arguments.clone()) {
                 Ok(args) => args,
@@ -113,10 +142,26 @@ pub async fn run(
                 Some(dir) => session_cwd.join(dir),
                 None => session_cwd.to_path_buf(),
             };
-            match jobs.start(session_id, &args.command, &cwd) {
-                Ok(job_id) => {
+            let started = match terminals {
+                Some(terminals) => jobs
+                    .start_in_terminal(terminals, session_id, &args.command, &cwd)
+                    .await
+                    .map(|(job, terminal)| (job, Some(terminal))),
+                None => jobs
+                    .start(session_id, &args.command, &cwd)
+                    .map(|job| (job, None)),
+            };
+            match started {
+                Ok((job_id, terminal)) => {
                     let result = json!({ "jobId": job_id });
-                    ToolOutcome::success(result.to_string(), Some(result))
+                    let mut outcome = ToolOutcome::success(result.to_string(), Some(result));
+                    if let Some(terminal) = terminal {
+                        // The editor shows the command's live output here.
+                        outcome
+                            .content
+                            .push(ToolCallContent::Terminal(Terminal::new(terminal)));
+                    }
+                    outcome
                 }
                 Err(error) => ToolOutcome::failure(error.to_string()),
             }
@@ -127,7 +172,7 @@ pub async fn run(
                 Err(error) => return ToolOutcome::failure(format!("invalid arguments: {error}")),
             };
             let report = if tool == Builtin::JobOutput {
-                jobs.output(session_id, &args.job_id)
+                jobs.output(session_id, &args.job_id).await
             } else {
                 jobs.kill(session_id, &args.job_id).await
             };

@@ -1,5 +1,6 @@
 //! The tools a session's agent can call: every tool of every tool provider
-//! on the hub, plus the built-in job tools.
+//! on the hub, the tools of the session's own MCP servers (`crate::mcp`),
+//! and the built-in job and file tools.
 //!
 //! The hub's tools, their names and the calls to them are the shared
 //! consumer layer's (`switchboard_tools::consumer`, as in `switchboard
@@ -9,7 +10,10 @@
 
 pub mod builtin;
 pub mod call;
+pub mod files;
+pub mod paths;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{ContentBlock, ToolCallContent, ToolKind};
@@ -17,9 +21,10 @@ use serde_json::Value;
 use switchboard_tools::consumer::{ExposedTool, ToolTable};
 
 use crate::model::ToolDefinition;
+use crate::modes::Effect;
 
-/// The tools of one model call: the built-in ones and the hub's table as
-/// of then (immutable; the index publishes a new table on every change).
+/// The tools of one model call: the built-in ones and the session's table
+/// (the hub's, then its MCP servers') as of then (immutable; the index publishes a new table on every change).
 #[derive(Debug, Default)]
 pub struct ToolSet {
     hub: Arc<ToolTable>,
@@ -33,12 +38,14 @@ pub enum ResolvedTool {
 }
 
 impl ResolvedTool {
-    /// Runs without asking: a read-only built-in, or a hub tool annotated
+    /// What a call would do, for the session mode's gate: a tool of the hub
+    /// or of a session MCP server only reads if annotated
     /// `readOnlyHint: true`.
-    pub fn read_only(&self) -> bool {
+    pub fn effect(&self, arguments: &Value, session_cwd: &Path) -> Effect {
         match self {
-            ResolvedTool::Builtin(tool) => tool.read_only(),
-            ResolvedTool::Hub(tool) => tool.read_only(),
+            ResolvedTool::Builtin(tool) => tool.effect(arguments, session_cwd),
+            ResolvedTool::Hub(tool) if tool.read_only() => Effect::Read,
+            ResolvedTool::Hub(_) => Effect::Other,
         }
     }
 

@@ -24,12 +24,10 @@ pub fn exposed_name(namespace: &str, tool: &str) -> String {
     format!("{namespace}{SEPARATOR}{tool}")
 }
 
-/// The model-safe form of an exposed name: every character outside
-/// `[A-Za-z0-9_-]` becomes `_`. `None` when the result is longer than
-/// [`MAX_MODEL_NAME_BYTES`] (or empty): no model API would take it.
-pub fn model_safe_name(exposed: &str) -> Option<String> {
-    let safe: String = exposed
-        .chars()
+/// `text` with every character outside `[A-Za-z0-9_-]` (what a function
+/// name may hold) made `_`.
+pub fn model_safe_chars(text: &str) -> String {
+    text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -37,7 +35,14 @@ pub fn model_safe_name(exposed: &str) -> Option<String> {
                 '_'
             }
         })
-        .collect();
+        .collect()
+}
+
+/// The model-safe form of an exposed name: every character outside
+/// `[A-Za-z0-9_-]` becomes `_`. `None` when the result is longer than
+/// [`MAX_MODEL_NAME_BYTES`] (or empty): no model API would take it.
+pub fn model_safe_name(exposed: &str) -> Option<String> {
+    let safe = model_safe_chars(exposed);
     // Every character is ASCII now, so bytes and characters agree.
     (!safe.is_empty() && safe.len() <= MAX_MODEL_NAME_BYTES).then_some(safe)
 }

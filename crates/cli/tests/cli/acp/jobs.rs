@@ -156,3 +156,63 @@ async fn running_jobs_are_bounded_per_session_and_output_is_a_bounded_tail() {
     assert_eq!(report["exited"], true);
     assert_eq!(report["signal"], 9);
 }
+
+/// The session id of process `pid` (field 6 of `/proc/<pid>/stat`).
+fn session_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_process_of_any_job_survives_a_sigkill_of_the_front() {
+    let h = Harness::start().await;
+    let mut editor = h.editor().await;
+    let a = editor.new_session(&h.workdir).await;
+    let b = editor.new_session(&h.workdir).await;
+    // In each session: a job whose shell starts a grandchild that calls
+    // setsid and is orphaned at once (its parent subshell exits), then the
+    // job's leader sleeps.
+    let mut pids = Vec::new();
+    for (session, name) in [(&a, "a"), (&b, "b")] {
+        let leader = PidPipe::create(h.path(&format!("leader-{name}")));
+        let detached = PidPipe::create(h.path(&format!("detached-{name}")));
+        let command = format!(
+            "( setsid sh -c 'echo $$ > \"{}\"; exec sleep 600' & ) ; echo $$ > '{}'; exec sleep 600",
+            detached.path.display(),
+            leader.path.display()
+        );
+        let prompt = format!("start {name}");
+        h.model.script(
+            &prompt,
+            vec![
+                use_tool("s", "job_start", json!({"command": command})),
+                say("started"),
+            ],
+        );
+        let answer = editor.prompt(session, &prompt);
+        editor.next_permission().await.answer("allow_once");
+        assert_eq!(
+            settle(answer).await.unwrap().stop_reason,
+            StopReason::EndTurn
+        );
+        let detached_pid = detached.read_pid().await;
+        pids.push(leader.read_pid().await);
+        pids.push(detached_pid);
+        assert_eq!(
+            session_of(detached_pid),
+            Some(detached_pid),
+            "the grandchild leads a session of its own"
+        );
+    }
+    for pid in &pids {
+        assert!(!process_gone(*pid), "job process {pid} is not running");
+    }
+
+    editor.kill().await;
+    switchboard_test_support::eventually(
+        "every job process is gone after kill -9 of the front",
+        || pids.iter().all(|pid| process_gone(*pid)),
+    )
+    .await;
+}

@@ -8,8 +8,12 @@
 mod support;
 
 mod concurrency;
+mod files;
 mod jobs;
+mod mcp_servers;
 mod model;
+mod modes;
 mod permissions;
 mod requests;
 mod store;
+mod terminals;

@@ -52,12 +52,15 @@ async fn hub_tools_are_offered_and_called_with_the_tool_call_contract() {
     assert_eq!(
         offered,
         [
+            "edit_file",
             "job_kill",
             "job_output",
             "job_start",
+            "read_file",
             "testtools__echo",
             "testtools__slow",
-            "testtools__write_note"
+            "testtools__write_note",
+            "write_file",
         ]
     );
     assert_eq!(requests[0]["stream"], true);

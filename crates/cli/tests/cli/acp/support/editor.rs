@@ -12,11 +12,14 @@ use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
-    CancelNotification, CloseSessionRequest, CloseSessionResponse, ContentBlock, InitializeRequest,
-    ListSessionsRequest, ListSessionsResponse, LoadSessionRequest, LoadSessionResponse,
-    NewSessionRequest, PromptRequest, PromptResponse, RequestPermissionOutcome,
+    CancelNotification, ClientCapabilities, CloseSessionRequest, CloseSessionResponse,
+    ContentBlock, CreateTerminalRequest, FileSystemCapabilities, InitializeRequest,
+    InitializeResponse, KillTerminalRequest, ListSessionsRequest, ListSessionsResponse,
+    LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
+    PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, ToolCallStatus,
+    SessionNotification, SessionUpdate, TerminalOutputRequest, ToolCallContent, ToolCallStatus,
+    WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcRequest, Lines};
@@ -27,6 +30,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+use super::client_side::{ClientSide, EditorCaps};
 use super::WAIT;
 
 /// Every `session/update` the editor received, in arrival order.
@@ -69,7 +73,7 @@ impl Permission {
 }
 
 /// Aborts a task when dropped.
-struct AbortOnDrop<T>(JoinHandle<T>);
+pub struct AbortOnDrop<T>(pub JoinHandle<T>);
 
 impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
@@ -87,6 +91,10 @@ pub struct Editor {
     _connection: AbortOnDrop<Result<(), Error>>,
     _writer: AbortOnDrop<()>,
     pub log: PathBuf,
+    /// What the agent answered to `initialize`.
+    pub init: InitializeResponse,
+    /// The editor's files and terminals, as the agent reached them.
+    pub client: Arc<ClientSide>,
 }
 
 /// A prompt in flight.
@@ -94,7 +102,13 @@ pub type PromptHandle = JoinHandle<Result<PromptResponse, Error>>;
 
 impl Editor {
     /// Starts `switchboard acp` and initializes the connection.
-    pub async fn spawn(hub_dir: &Path, model_url: &str, extra: &[&str], log: PathBuf) -> Editor {
+    pub async fn spawn(
+        hub_dir: &Path,
+        model_url: &str,
+        extra: &[&str],
+        log: PathBuf,
+        caps: EditorCaps,
+    ) -> Editor {
         let stderr = std::fs::File::create(&log).expect("create the agent log");
         let mut child = tokio::process::Command::new(switchboard_binary())
             .arg("acp")
@@ -150,6 +164,7 @@ impl Editor {
         let (permission_tx, permissions) = mpsc::unbounded_channel();
         let (cx_tx, cx_rx) = oneshot::channel();
         let log_updates = updates.clone();
+        let client = Arc::new(ClientSide::default());
         let connection = tokio::spawn(
             Client
                 .v1()
@@ -173,6 +188,82 @@ impl Editor {
                     },
                     agent_client_protocol::on_receive_request!(),
                 )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: ReadTextFileRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.read_text_file(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: WriteTextFileRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.write_text_file(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: CreateTerminalRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.create_terminal(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: TerminalOutputRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.terminal_output(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: WaitForTerminalExitRequest, responder, _cx| {
+                            // Waits for the command: answered from a task of
+                            // its own, never on the dispatch loop.
+                            let client = client.clone();
+                            tokio::spawn(async move {
+                                let _ = responder
+                                    .respond_with_result(client.wait_for_exit(request).await);
+                            });
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: KillTerminalRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.kill_terminal(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
+                .on_receive_request(
+                    {
+                        let client = client.clone();
+                        async move |request: ReleaseTerminalRequest, responder, _cx| {
+                            let _ = responder.respond_with_result(client.release_terminal(request));
+                            Ok(())
+                        }
+                    },
+                    agent_client_protocol::on_receive_request!(),
+                )
                 .connect_with(transport, async move |cx| {
                     let _ = cx_tx.send(cx.clone());
                     std::future::pending::<()>().await;
@@ -183,7 +274,23 @@ impl Editor {
             .await
             .expect("connect to the agent")
             .expect("connection task alive");
-        let editor = Editor {
+        let capabilities = ClientCapabilities::new()
+            .fs(FileSystemCapabilities::new()
+                .read_text_file(caps.fs)
+                .write_text_file(caps.fs))
+            .terminal(caps.terminal);
+        let init = tokio::time::timeout(
+            WAIT,
+            cx.send_request(
+                InitializeRequest::new(ProtocolVersion::V1).client_capabilities(capabilities),
+            )
+            .block_task(),
+        )
+        .await
+        .expect("the agent did not answer initialize in time")
+        .expect("initialize");
+        assert_eq!(init.protocol_version, ProtocolVersion::V1);
+        Editor {
             cx,
             pid,
             child,
@@ -193,13 +300,9 @@ impl Editor {
             _connection: AbortOnDrop(connection),
             _writer: AbortOnDrop(writer),
             log,
-        };
-        let init = editor
-            .request(InitializeRequest::new(ProtocolVersion::V1))
-            .await
-            .expect("initialize");
-        assert_eq!(init.protocol_version, ProtocolVersion::V1);
-        editor
+            init,
+            client,
+        }
     }
 
     /// Sends a request and waits (bounded) for its answer.
@@ -216,6 +319,23 @@ impl Editor {
             .session_id
             .0
             .to_string()
+    }
+
+    /// `session/new` with `mcpServers` as raw JSON (which may be malformed).
+    pub async fn new_session_with_servers(
+        &self,
+        cwd: &Path,
+        servers: Value,
+    ) -> Result<NewSessionResponse, Error> {
+        let request = agent_client_protocol::UntypedMessage::new(
+            "session/new",
+            serde_json::json!({"cwd": cwd, "mcpServers": servers}),
+        )
+        .expect("an untyped request");
+        let answer = tokio::time::timeout(WAIT, self.cx.send_request(request).block_task())
+            .await
+            .expect("the agent did not answer in time")?;
+        Ok(serde_json::from_value(answer).expect("a session/new answer"))
     }
 
     pub async fn load_session(&self, id: &str, cwd: &Path) -> Result<LoadSessionResponse, Error> {
@@ -398,6 +518,29 @@ pub struct ToolCallView {
     pub raw_output: Option<Value>,
     /// The text of its latest content.
     pub text: String,
+    pub kind: Option<agent_client_protocol::v1::schema::ToolKind>,
+    /// The paths of its latest locations.
+    pub locations: Vec<PathBuf>,
+    /// Every diff it showed: (path, old text, new text).
+    pub diffs: Vec<(PathBuf, Option<String>, String)>,
+    /// The terminals embedded in it.
+    pub terminals: Vec<String>,
+}
+
+fn note_content(view: &mut ToolCallView, content: &[ToolCallContent]) {
+    for item in content {
+        match item {
+            ToolCallContent::Diff(diff) => view.diffs.push((
+                diff.path.clone(),
+                diff.old_text.clone(),
+                diff.new_text.clone(),
+            )),
+            ToolCallContent::Terminal(terminal) => {
+                view.terminals.push(terminal.terminal_id.0.to_string())
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The tool calls in `updates`, in the order they started.
@@ -411,7 +554,9 @@ pub fn tool_calls(updates: &[SessionUpdate]) -> Vec<ToolCallView> {
                 statuses: vec![call.status],
                 raw_input: call.raw_input.clone(),
                 raw_output: call.raw_output.clone(),
-                text: String::new(),
+                kind: Some(call.kind),
+                locations: call.locations.iter().map(|l| l.path.clone()).collect(),
+                ..ToolCallView::default()
             }),
             SessionUpdate::ToolCallUpdate(update) => {
                 let id = update.tool_call_id.0.to_string();
@@ -424,13 +569,17 @@ pub fn tool_calls(updates: &[SessionUpdate]) -> Vec<ToolCallView> {
                 if let Some(output) = &update.fields.raw_output {
                     view.raw_output = Some(output.clone());
                 }
+                if let Some(locations) = &update.fields.locations {
+                    view.locations = locations.iter().map(|l| l.path.clone()).collect();
+                }
+                if let Some(content) = &update.fields.content {
+                    note_content(view, content);
+                }
                 if let Some(content) = &update.fields.content {
                     view.text = content
                         .iter()
                         .filter_map(|c| match c {
-                            agent_client_protocol::v1::schema::ToolCallContent::Content(
-                                content,
-                            ) => match &content.content {
+                            ToolCallContent::Content(content) => match &content.content {
                                 ContentBlock::Text(text) => Some(text.text.clone()),
                                 _ => None,
                             },

@@ -6,7 +6,9 @@
 
 #![allow(dead_code)] // each test module uses a different part of this one
 
+pub mod client_side;
 pub mod editor;
+pub mod http_mcp;
 pub mod model_server;
 pub mod provider;
 
@@ -17,6 +19,7 @@ use switchboard_client::Client;
 use switchboard_test_support::TestHub;
 pub use switchboard_test_support::WAIT;
 
+pub use client_side::EditorCaps;
 pub use editor::{settle, text_of, thoughts_of, tool_calls, Editor};
 pub use model_server::{call, hold, say, text, use_tool, Act, ModelServer};
 pub use provider::Provider;
@@ -72,10 +75,15 @@ impl Harness {
     }
 
     pub async fn editor_with(&self, extra: &[&str]) -> Editor {
+        self.editor_with_caps(EditorCaps::default(), extra).await
+    }
+
+    /// A `switchboard acp` whose editor advertises `caps`.
+    pub async fn editor_with_caps(&self, caps: EditorCaps, extra: &[&str]) -> Editor {
         static SPAWNED: AtomicUsize = AtomicUsize::new(0);
         let n = SPAWNED.fetch_add(1, Ordering::Relaxed);
         let log = self.path(&format!("acp-{n}.log"));
-        Editor::spawn(self.hub.dir(), &self.model.url(), extra, log).await
+        Editor::spawn(self.hub.dir(), &self.model.url(), extra, log, caps).await
     }
 }
 
@@ -122,4 +130,54 @@ pub fn process_gone(pid: i32) -> bool {
             .map(|(_, rest)| rest.trim_start().starts_with('Z'))
             .unwrap_or(false),
     }
+}
+
+/// The workspace's small stdio MCP server (`crates/mcp/src/bin`).
+pub fn mcp_test_server() -> PathBuf {
+    switchboard_test_support::workspace_binary("mcp-test-server", "switchboard-mcp")
+}
+
+/// A stdio `mcpServers` entry running the test MCP server as `name`.
+pub fn test_server_entry(name: &str, env: &[(&str, &str)]) -> serde_json::Value {
+    serde_json::json!({
+        "name": name,
+        "command": mcp_test_server(),
+        "args": [],
+        "env": env.iter().map(|(k, v)| serde_json::json!({"name": k, "value": v})).collect::<Vec<_>>(),
+    })
+}
+
+/// Runs one prompt whose model calls `tool` with `arguments`, then ends the
+/// turn; answers the permission request with `permission` (and then checks
+/// that one came), or checks that none came. Returns the call as the
+/// session's updates show it.
+pub async fn run_one_tool(
+    h: &Harness,
+    editor: &Editor,
+    session: &str,
+    prompt: &str,
+    tool: &str,
+    arguments: serde_json::Value,
+    permission: Option<&str>,
+) -> editor::ToolCallView {
+    h.model
+        .script(prompt, vec![use_tool("t", tool, arguments), say("ok")]);
+    let answer = editor.prompt(session, prompt);
+    if let Some(option) = permission {
+        let request = editor.next_permission().await;
+        assert_eq!(request.session(), session);
+        request.answer(option);
+    }
+    let stop = settle(answer)
+        .await
+        .expect("the prompt's answer")
+        .stop_reason;
+    assert_eq!(stop, agent_client_protocol::v1::schema::StopReason::EndTurn);
+    assert!(
+        editor.pending_permission().await.is_none(),
+        "{prompt}: asked unexpectedly"
+    );
+    editor::tool_calls(&editor.updates(session))
+        .pop()
+        .expect("the tool call")
 }

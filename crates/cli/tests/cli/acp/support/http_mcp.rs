@@ -1,0 +1,110 @@
+//! A streamable-HTTP MCP server on loopback, on the official `rmcp` server
+//! (`StreamableHttpService`) behind hyper: one tool, `shout {text}`, and a
+//! record of the headers every request carried.
+
+use std::sync::{Arc, Mutex};
+
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{RoleServer, ServerHandler};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+#[derive(Clone, Default)]
+struct Shouter;
+
+impl ServerHandler for Shouter {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("http-test-server", "0"))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let tool: Tool = serde_json::from_value(json!({
+            "name": "shout",
+            "description": "Upper-cases the text",
+            "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]},
+        }))
+        .expect("a valid tool");
+        Ok(ListToolsResult::with_all_items(vec![tool]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let text = request
+            .arguments
+            .and_then(|arguments| arguments.get("text")?.as_str().map(str::to_uppercase))
+            .ok_or_else(|| ErrorData::invalid_params("text is missing", None))?;
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+pub struct HttpMcpServer {
+    pub url: String,
+    /// The value of `header` on every request, in arrival order.
+    seen: Arc<Mutex<Vec<Option<String>>>>,
+    _accept: super::editor::AbortOnDrop<()>,
+}
+
+impl HttpMcpServer {
+    /// Serves on 127.0.0.1:0, recording header `header`.
+    pub async fn start(header: &'static str) -> HttpMcpServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let service = StreamableHttpService::new(
+            || Ok(Shouter),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default(),
+        );
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let recorded = seen.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let service = service.clone();
+                let recorded = recorded.clone();
+                let handler = hyper::service::service_fn(
+                    move |request: hyper::Request<hyper::body::Incoming>| {
+                        recorded.lock().unwrap().push(
+                            request
+                                .headers()
+                                .get(header)
+                                .and_then(|value| value.to_str().ok())
+                                .map(str::to_owned),
+                        );
+                        let service = TowerToHyperService::new(service.clone());
+                        hyper::service::Service::call(&service, request)
+                    },
+                );
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), handler)
+                        .await;
+                });
+            }
+        });
+        HttpMcpServer {
+            url,
+            seen,
+            _accept: super::editor::AbortOnDrop(accept),
+        }
+    }
+
+    pub fn seen(&self) -> Vec<Option<String>> {
+        self.seen.lock().unwrap().clone()
+    }
+}
