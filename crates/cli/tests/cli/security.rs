@@ -191,6 +191,14 @@ fn a_host_that_is_not_loopback_is_refused_on_every_path_which_defeats_dns_rebind
         }
         let response = http::exchange(&address, &upgrade_request(Some(host), ""));
         assert_eq!(response.status, 403, "upgrade with Host {host}");
+        // A refusal ends its socket at once (the client asked for no close).
+        assert!(
+            response
+                .head
+                .to_ascii_lowercase()
+                .contains("connection: close"),
+            "{response:?}"
+        );
     }
     let request = "GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n";
     assert_eq!(

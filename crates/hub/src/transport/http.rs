@@ -124,9 +124,29 @@ fn router(hub: Arc<HubState>) -> Router {
         .with_state(hub)
 }
 
-/// Origin and Host checks, before any route runs; and every answer is
-/// `Cache-Control: no-store` (metrics and health are live).
+/// Origin and Host checks, before any route runs; and every answer,
+/// refusals included, is `Cache-Control: no-store` (metrics and health are
+/// live) and closes its socket (one request per socket).
 async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -> Response {
+    let mut response = match refusal(&hub, &request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    };
+    let upgraded = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    // One request per socket (see the module's comment); an upgrade keeps
+    // its `Connection: Upgrade`. hyper's own `keep_alive(false)` would
+    // overwrite that too.
+    if !upgraded {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// The browser defences: a 403 for a non-loopback Host on a loopback
+/// socket (DNS rebinding) or an Origin the policy does not allow.
+fn refusal(hub: &HubState, request: &Request) -> Option<Response> {
     let socket = request.extensions().get::<Socket>().cloned();
     let loopback = socket.as_ref().is_some_and(|s| s.loopback);
     let peer = socket.map(|s| s.peer);
@@ -138,7 +158,7 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
             .unwrap_or("");
         if !is_loopback_host(host) {
             tracing::info!(?peer, host, "refused a request for a non-loopback Host");
-            return text(StatusCode::FORBIDDEN, "Host is not a loopback name\n");
+            return Some(text(StatusCode::FORBIDDEN, "Host is not a loopback name\n"));
         }
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
@@ -149,21 +169,10 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
                 origin,
                 "refused a request from a web origin that is not allowed"
             );
-            return text(StatusCode::FORBIDDEN, "Origin not allowed\n");
+            return Some(text(StatusCode::FORBIDDEN, "Origin not allowed\n"));
         }
     }
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    // One request per socket (see the module's comment); an upgrade keeps
-    // its `Connection: Upgrade`. hyper's own `keep_alive(false)` would
-    // overwrite that too.
-    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
+    None
 }
 
 /// `GET /`: the WebSocket handshake (`ws.rs`), with the socket's slot.
