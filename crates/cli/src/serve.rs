@@ -42,6 +42,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         dir: dir::resolve(args.dir.dir.as_deref()),
         ws: (!args.no_ws).then_some(args.ws),
         config: args.config,
+        federated: None,
     };
     let hub = Hub::start(options).await?;
     loop {

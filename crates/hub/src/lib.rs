@@ -14,10 +14,13 @@
 //! - `state`, `teardown`, `reload`, `scrape`: the shared state, a
 //!   connection's end and shutdown, config reloads, metrics;
 //! - [`policy`] and [`config`]: principals, tokens and grants;
-//! - [`dir`]: the hub directory, lock and `hub.json`.
+//! - [`dir`]: the hub directory, lock and `hub.json`;
+//! - [`link`]: what a federation (the `switchboard-federation` crate) may
+//!   do to a running hub: other hubs as link connections, the catalog feed.
 
 pub mod config;
 pub mod dir;
+pub mod link;
 pub mod policy;
 pub mod server;
 
@@ -46,5 +49,5 @@ mod wire;
 pub use config::Config;
 pub use dir::HubInfo;
 pub use scrape::Bookkeeping;
-pub use server::{Hub, HubOptions, StartError};
+pub use server::{Federated, FederationMetrics, Hub, HubOptions, StartError};
 pub use state::HubState;

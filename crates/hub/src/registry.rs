@@ -91,6 +91,9 @@ pub struct Registry {
     policy: ArcSwap<Policy>,
     /// Mirror of the catalog's `serverSeq` for readers that need no lock.
     seq: AtomicU64,
+    /// What minted service ids start with: `svc-`, or `svc-<hub name>-` on
+    /// a hub of a federation (so a hub can only publish ids of its own).
+    id_prefix: Box<str>,
 }
 
 /// Whether `viewer` may discover `route` under `policy`.
@@ -192,11 +195,12 @@ fn send_action(subscriber: &Conn, seq: u64, action: &str) {
 }
 
 impl Registry {
-    pub fn new(policy: Arc<Policy>) -> Self {
+    pub fn new(policy: Arc<Policy>, id_prefix: &str) -> Self {
         Registry {
             catalog: RwLock::new(Catalog::default()),
             policy: ArcSwap::new(policy),
             seq: AtomicU64::new(0),
+            id_prefix: id_prefix.into(),
         }
     }
 
@@ -251,7 +255,7 @@ impl Registry {
             ));
         }
         let id = loop {
-            let id = ids::mint("svc-");
+            let id = ids::mint(&self.id_prefix);
             if !catalog.services.contains_key(id.as_str()) {
                 break id.into_boxed_str();
             }
@@ -432,6 +436,104 @@ impl Registry {
             }
         }
         self.seq.store(catalog.seq, Ordering::Release);
+    }
+
+    /// Lists a service of another hub, owned here by the link `owner`
+    /// (`link.rs`): `json` is its whole `Service` object, `hub` included.
+    /// Refused (`false`) if the id is taken.
+    pub fn register_remote(
+        &self,
+        owner: &Arc<Conn>,
+        service_id: &str,
+        json: Box<str>,
+        principal: Arc<PrincipalRef>,
+    ) -> bool {
+        let mut catalog = self.catalog.write();
+        if catalog.services.contains_key(service_id) {
+            return false;
+        }
+        let mut id_json = Vec::with_capacity(service_id.len() + 2);
+        wire::json_string(&mut id_json, service_id);
+        let route = Arc::new(ServiceRoute {
+            id: service_id.into(),
+            id_json: into_text(id_json),
+            owner: owner.clone(),
+            owner_principal: principal,
+            in_flight: Arc::default(),
+            gone: AtomicU8::new(LIVE),
+        });
+        let action = added_action(&json);
+        catalog.registrations += 1;
+        let order = catalog.registrations;
+        catalog.services.insert(
+            service_id.into(),
+            Listed {
+                route: route.clone(),
+                json,
+                order,
+            },
+        );
+        catalog
+            .owned
+            .entry(owner.id)
+            .or_default()
+            .push(route.clone());
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        true
+    }
+
+    /// New metadata for a service the link `owner` listed; `false` if it
+    /// lists no such service.
+    pub fn update_remote(
+        &self,
+        owner: &Conn,
+        service_id: &str,
+        json: Box<str>,
+        metadata: &RawValue,
+    ) -> bool {
+        let mut catalog = self.catalog.write();
+        let Some(listed) = catalog
+            .services
+            .get_mut(service_id)
+            .filter(|listed| listed.route.owner.id == owner.id)
+        else {
+            return false;
+        };
+        listed.json = json;
+        let route = listed.route.clone();
+        let action = updated_action(service_id, metadata);
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        true
+    }
+
+    /// Removes a service the link `owner` listed, with `reason`; returns its
+    /// route so its pending requests can be failed.
+    pub fn unregister_remote(
+        &self,
+        owner: &Conn,
+        service_id: &str,
+        reason: GoneReason,
+    ) -> Option<Arc<ServiceRoute>> {
+        let mut catalog = self.catalog.write();
+        let route = catalog
+            .services
+            .get(service_id)
+            .filter(|listed| listed.route.owner.id == owner.id)?
+            .route
+            .clone();
+        catalog.services.remove(service_id);
+        if let Some(owned) = catalog.owned.get_mut(&owner.id) {
+            owned.retain(|r| !Arc::ptr_eq(r, &route));
+        }
+        route.set_gone(reason);
+        let action = removed_action(&route.id, gone_label(reason));
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        Some(route)
+    }
+
+    /// Services a connection owns (a link: the services of its hub).
+    pub fn owned_count(&self, owner: &Conn) -> usize {
+        self.catalog.read().owned.get(&owner.id).map_or(0, Vec::len)
     }
 
     pub fn service_count(&self) -> usize {

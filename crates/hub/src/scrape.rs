@@ -25,7 +25,7 @@ impl HubState {
         // same lock, so it is counted exactly once.
         let open = self.admission.open();
         let mut gauges = Gauges {
-            connections: open.len() as u64,
+            connections: open.clients() as u64,
             connections_accepted: self.admission.accepted(),
             connections_refused: self.admission.refused(),
             services: self.registry.service_count() as u64,
@@ -40,7 +40,12 @@ impl HubState {
             gauges.queued_bytes += conn.out.queued_bytes() as u64;
         }
         let counters = std::iter::once(&self.counters).chain(open.iter().map(|c| &c.counters));
-        metrics::render(counters, &gauges)
+        let mut text = metrics::render(counters, &gauges);
+        drop(open);
+        if let Some(federated) = &self.federated {
+            federated.metrics.render_metrics(&mut text);
+        }
+        text
     }
 
     /// Open connections.

@@ -17,6 +17,7 @@ use crate::requests;
 use crate::state::HubState;
 use crate::teardown;
 use crate::transport::{unix, ws};
+use switchboard_protocol::discovery::FederationInfo;
 
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -29,6 +30,24 @@ pub struct HubOptions {
     pub ws: Option<SocketAddr>,
     /// The TOML config file, if any.
     pub config: Option<PathBuf>,
+    /// Set when the hub is part of a federation (the `switchboard-federation`
+    /// crate makes it); `None`: a hub of its own.
+    pub federated: Option<Federated>,
+}
+
+/// What the hub knows of the federation it is part of: its name in the
+/// fabric and the figures `/metrics` adds. Everything else of the
+/// federation reaches the hub through `link.rs`.
+#[derive(Debug, Clone)]
+pub struct Federated {
+    pub name: String,
+    pub metrics: Arc<dyn FederationMetrics>,
+}
+
+/// The federation's part of `/metrics`.
+pub trait FederationMetrics: std::fmt::Debug + Send + Sync {
+    /// Appends Prometheus text (format 0.0.4) to `out`.
+    fn render_metrics(&self, out: &mut String);
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +87,7 @@ impl Hub {
             &config,
             options.config.clone(),
             token.clone(),
+            options.federated.clone(),
         ));
 
         let socket = dir.socket_path();
@@ -119,6 +139,9 @@ impl Hub {
             socket,
             ws: ws_url,
             token,
+            federation: options.federated.as_ref().map(|f| FederationInfo {
+                name: f.name.clone(),
+            }),
         };
         dir.write_info(&info)?;
         tracing::info!(

@@ -423,7 +423,7 @@ impl Session {
 
     fn complete_initialize(&self, id: &RawValue, checked: CheckedInit) {
         let identity = Identity::new(
-            ids::mint("c-"),
+            ids::mint(&self.hub.client_id_prefix),
             checked.authenticated.principal,
             checked.authenticated.token_digest,
         );

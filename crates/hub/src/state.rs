@@ -19,6 +19,7 @@ use crate::conn::Timers;
 use crate::metrics::Counters;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
+use crate::server::Federated;
 
 pub struct HubState {
     /// Fixed at start; a reload that changes them logs that a restart applies them.
@@ -38,14 +39,29 @@ pub struct HubState {
     reloads: AtomicU64,
     /// Cancelled once shutdown begins; accept loops and the timer task stop.
     stopping: CancellationToken,
+    /// What minted client ids start with: `c-`, or `c-<hub name>-` on a hub
+    /// of a federation.
+    pub client_id_prefix: Box<str>,
+    /// The federation this hub is part of, if any.
+    pub federated: Option<Federated>,
 }
 
 impl HubState {
-    pub fn new(config: &Config, config_path: Option<PathBuf>, direct_token: String) -> Self {
+    pub fn new(
+        config: &Config,
+        config_path: Option<PathBuf>,
+        direct_token: String,
+        federated: Option<Federated>,
+    ) -> Self {
         let policy = Arc::new(config.policy(&direct_token));
+        // On a hub of a federation, ids name the hub: the other hubs check
+        // that a hub speaks only for its own clients and services.
+        let namespace = federated
+            .as_ref()
+            .map_or_else(String::new, |f| format!("{}-", f.name));
         HubState {
             limits: config.limits.clone(),
-            registry: Registry::new(policy),
+            registry: Registry::new(policy, &format!("svc-{namespace}")),
             timers: Timers::default(),
             forward_ids: ForwardIds::default(),
             counters: Counters::default(),
@@ -55,6 +71,8 @@ impl HubState {
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),
             stopping: CancellationToken::new(),
+            client_id_prefix: format!("c-{namespace}").into(),
+            federated,
         }
     }
 
