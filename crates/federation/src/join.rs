@@ -463,6 +463,9 @@ pub async fn leave(fabric: &Fabric) {
     let Some(joined) = fabric.joined.send_replace(None) else {
         return;
     };
+    if !*fabric.connected.borrow() {
+        return; // the keys age out: no one can be told sooner
+    }
     fabric
         .metrics
         .joined
