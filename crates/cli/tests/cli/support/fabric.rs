@@ -74,13 +74,22 @@ pub async fn next_event(catalog: &mut Catalog, what: &str) -> CatalogEvent {
         .unwrap_or_else(|| panic!("the catalog ended while waiting for {what}"))
 }
 
-/// Waits until `catalog` lists `service_id`; returns it.
+/// Waits for `service_id`'s `added` (or finds it in the snapshot); returns it.
 pub async fn wait_listed(catalog: &mut Catalog, service_id: &str) -> ServiceInfo {
+    if let Some(service) = catalog
+        .initial()
+        .iter()
+        .find(|s| s.service_id == service_id)
+    {
+        return service.clone();
+    }
     loop {
-        if let Some(service) = catalog.get(service_id) {
-            return service;
+        let event = next_event(catalog, &format!("{service_id} in the catalog")).await;
+        if let CatalogEvent::Added(service) = event {
+            if service.service_id == service_id {
+                return service;
+            }
         }
-        next_event(catalog, &format!("{service_id} in the catalog")).await;
     }
 }
 
