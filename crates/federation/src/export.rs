@@ -139,14 +139,12 @@ fn apply_line(exports: &mut Exports, line: &[u8]) {
                 exports.dirty.insert(id, None);
             }
         }
-        Some("clientServices/removed") => {
-            if exports.services.remove(&id).is_some() {
-                let reason = match action["reason"].as_str() {
-                    Some("unregistered") => GoneReason::Unregistered,
-                    _ => GoneReason::Disconnected,
-                };
-                exports.dirty.insert(id, Some(reason));
-            }
+        Some("clientServices/removed") if exports.services.remove(&id).is_some() => {
+            let reason = match action["reason"].as_str() {
+                Some("unregistered") => GoneReason::Unregistered,
+                _ => GoneReason::Disconnected,
+            };
+            exports.dirty.insert(id, Some(reason));
         }
         _ => {}
     }

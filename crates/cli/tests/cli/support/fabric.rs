@@ -102,7 +102,7 @@ pub async fn wait_removed(catalog: &mut Catalog, service_id: &str) -> String {
         } = next_event(catalog, &format!("{service_id} removed")).await
         {
             if id == service_id {
-                return serde_json::to_value(&reason)
+                return serde_json::to_value(reason)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
