@@ -191,3 +191,57 @@ fn snapshot_plus_actions_rebuild_the_catalog_while_another_hub_churns() {
         }
     }
 }
+
+#[test]
+fn a_hub_that_stops_cleanly_takes_its_services_out_at_once() {
+    let fabric = Fabric::new();
+    // A TTL far past every wait (A makes the bucket, so it is the
+    // fabric's): only a clean leave can remove A's services in time.
+    let mut a = fabric
+        .hub_builder_with_ttl("a", OPEN, std::time::Duration::from_secs(600))
+        .start();
+    let b = fabric.hub("b", OPEN);
+    let (_owner, service) = super::owner(&a, json!({}));
+    let (mut on_b, snapshot) = subscribed(&b);
+    super::wait_added(&mut on_b, &snapshot, &service);
+    a.signal(libc::SIGTERM);
+    assert!(a.wait_exit().success());
+    loop {
+        let message = on_b.recv();
+        let action = &message["params"]["action"];
+        if action["type"] == "clientServices/removed" {
+            assert_eq!(action["serviceId"], service);
+            assert_eq!(action["reason"], "disconnected");
+            break;
+        }
+    }
+    b.wait_for_metric("switchboard_federation_hubs", 0);
+}
+
+#[test]
+fn a_hub_started_without_nats_serves_locally_and_joins_when_nats_comes() {
+    let mut fabric = Fabric::new();
+    fabric.nats.stop();
+    let a = fabric.hub("a", OPEN);
+    a.wait_for_log("NATS is not reachable");
+    // Local clients are served meanwhile.
+    let (mut owner, service) = super::owner(&a, json!({}));
+    let (mut local, snapshot) = subscribed(&a);
+    super::wait_added(&mut local, &snapshot, &service);
+    let metrics = a.metrics();
+    assert_eq!(metric_value(&metrics, "switchboard_federation_joined"), 0);
+    fabric.nats.restart();
+    a.wait_for_metric("switchboard_federation_joined", 1);
+    let b = fabric.hub("b", OPEN);
+    let (mut on_b, snapshot) = subscribed(&b);
+    super::wait_added(&mut on_b, &snapshot, &service);
+    let id = on_b.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "m"}),
+    );
+    let request = super::next_non_action(&mut owner);
+    owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "joined"}));
+    let answer = super::next_non_action(&mut on_b);
+    assert_eq!(answer["id"], id);
+    assert_eq!(answer["result"], "joined");
+}

@@ -42,7 +42,18 @@ impl Fabric {
         name: &str,
         config: &str,
     ) -> switchboard_test_support::HubProcessBuilder {
-        let config = self.config(name, config);
+        self.hub_builder_with_ttl(name, config, TTL)
+    }
+
+    /// [`Fabric::hub_builder`] with another `serviceTtlMs` (the first hub
+    /// to start makes the bucket, whose TTL every hub then follows).
+    pub fn hub_builder_with_ttl(
+        &self,
+        name: &str,
+        config: &str,
+        ttl: Duration,
+    ) -> switchboard_test_support::HubProcessBuilder {
+        let config = self.config_with_ttl(name, config, ttl);
         HubProcess::builder()
             .dir(self.root.path().join(name))
             .config(&config)
@@ -54,8 +65,12 @@ impl Fabric {
 
     /// Writes hub `name`'s config file.
     pub fn config(&self, name: &str, config: &str) -> PathBuf {
+        self.config_with_ttl(name, config, TTL)
+    }
+
+    fn config_with_ttl(&self, name: &str, config: &str, ttl: Duration) -> PathBuf {
         let path = self.root.path().join(format!("{name}.toml"));
-        let text = format!("[federation]\nserviceTtlMs = {}\n{config}", TTL.as_millis());
+        let text = format!("[federation]\nserviceTtlMs = {}\n{config}", ttl.as_millis());
         std::fs::write(&path, text).expect("write a config");
         path
     }
