@@ -202,12 +202,12 @@ async fn publish(fabric: &Fabric, shared: &Shared) {
         let mut heartbeat = tokio::time::interval(ttl / 3);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
-        // Everything, at once: (re)joined.
+        // Everything, at once, and strays purged: (re)joined.
         let mut full = true;
+        let mut strays = true;
         loop {
             if *connected.borrow_and_update() {
-                let beat = full;
-                if beat {
+                if full {
                     match renew_claim(fabric, &store, &claim_key, &claim_value, claim_revision)
                         .await
                     {
@@ -219,23 +219,26 @@ async fn publish(fabric: &Fabric, shared: &Shared) {
                         Err(Renewal::Failed) => {}
                     }
                 }
-                let ok = sync(fabric, shared, &store, beat).await;
-                if full && ok {
-                    purge_strays(fabric, shared, &store).await;
+                let ok = sync(fabric, shared, &store, full).await;
+                if strays && ok {
+                    strays = !purge_strays(fabric, shared, &store).await;
                 }
                 full = !ok;
             } else {
                 full = true;
             }
-            let tick = tokio::select! {
+            tokio::select! {
                 () = fabric.stop.cancelled() => return,
-                () = shared.changed.notified() => false,
-                _ = heartbeat.tick() => true,
-                _ = connected.changed() => false,
+                () = shared.changed.notified() => {}
+                // The heartbeat: everything again.
+                _ = heartbeat.tick() => full = true,
+                // NATS lost or back: everything again once it is up (the
+                // bucket may have lost or aged out keys meanwhile).
+                _ = connected.changed() => {
+                    full = true;
+                    strays = true;
+                }
                 _ = joined_rx.changed() => continue 'joined,
-            };
-            if tick {
-                full = true;
             }
             if !full {
                 // Let a burst of changes gather into one round of writes.
@@ -390,11 +393,12 @@ fn put(fabric: &Fabric, key: &str, service: &Value) -> Option<Write> {
 }
 
 /// Purges keys of this hub that name no service of it now (left by an
-/// earlier instance, or removed while NATS was away).
-async fn purge_strays(fabric: &Fabric, shared: &Shared, store: &kv::Store) {
+/// earlier instance, or removed while NATS was away); `false` if the keys
+/// could not be listed.
+async fn purge_strays(fabric: &Fabric, shared: &Shared, store: &kv::Store) -> bool {
     let prefix = fabric::service_key(&fabric.name, "");
     let Ok(keys) = store.keys().await else {
-        return;
+        return false;
     };
     let keys: Vec<String> = keys
         .filter_map(|key| async move { key.ok() })
@@ -415,6 +419,7 @@ async fn purge_strays(fabric: &Fabric, shared: &Shared, store: &kv::Store) {
             Metrics::inc(&fabric.metrics.kv_write_failures);
         }
     }
+    true
 }
 
 #[cfg(test)]

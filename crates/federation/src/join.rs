@@ -101,8 +101,12 @@ fn check(options: &FederationOptions) -> Result<ServerAddr, JoinError> {
 }
 
 /// The connect options, reporting the connection state to `connected`.
+/// A user and password in the URL (`nats://user:pass@host`), or a token
+/// (`nats://token@host`), authenticate the hub (async-nats reads them only
+/// from the options).
 async fn connect_options(
     options: &FederationOptions,
+    address: &ServerAddr,
     connected: channel::Sender<bool>,
     metrics: Arc<Metrics>,
 ) -> Result<async_nats::ConnectOptions, JoinError> {
@@ -117,6 +121,13 @@ async fn connect_options(
     };
     if let Some(path) = &options.tls_ca {
         connect = connect.add_root_certificates(path.clone());
+    }
+    match (address.username(), address.password()) {
+        (Some(user), Some(password)) => {
+            connect = connect.user_and_password(user.to_owned(), password.to_owned());
+        }
+        (Some(token), None) => connect = connect.token(token.to_owned()),
+        _ => {}
     }
     // A hub cut from NATS notices within a third of the TTL (the server
     // notices a dead client by its own pings).
@@ -171,7 +182,7 @@ pub async fn prepare(options: FederationOptions) -> Result<PreparedFabric, JoinE
     let metrics = Arc::new(Metrics::default());
     let instance = fabric::new_instance();
     let (connected_tx, connected) = channel::channel(false);
-    let first = connect_options(&options, connected_tx.clone(), metrics.clone())
+    let first = connect_options(&options, &address, connected_tx.clone(), metrics.clone())
         .await?
         .connect(address.clone())
         .await;
@@ -189,7 +200,7 @@ pub async fn prepare(options: FederationOptions) -> Result<PreparedFabric, JoinE
         Err(error) => match error.kind() {
             ConnectErrorKind::Io | ConnectErrorKind::TimedOut | ConnectErrorKind::Dns => {
                 tracing::warn!(nats = %url, %error, "NATS is not reachable; serving local clients, joining once it is");
-                let client = connect_options(&options, connected_tx, metrics.clone())
+                let client = connect_options(&options, &address, connected_tx, metrics.clone())
                     .await?
                     .retry_on_initial_connect()
                     .connect(address)

@@ -22,6 +22,8 @@ pub struct NatsServer {
     port: u16,
     dir: tempfile::TempDir,
     starts: usize,
+    /// A config file (`-c`), for tests of users and permissions.
+    config: Option<PathBuf>,
 }
 
 /// Where the server binary is (see the module's documentation).
@@ -63,6 +65,13 @@ fn version_ok(bin: &Path) -> bool {
 impl NatsServer {
     /// A server with JetStream on a free port, and a store of its own.
     pub fn start() -> NatsServer {
+        NatsServer::start_with_config("")
+    }
+
+    /// The same with `config` (nats-server's config syntax: users,
+    /// permissions) in a file given with `-c`; the port and store stay the
+    /// ones chosen here.
+    pub fn start_with_config(config: &str) -> NatsServer {
         let bin = nats_server_binary();
         assert!(
             version_ok(&bin),
@@ -75,12 +84,19 @@ impl NatsServer {
             .and_then(|listener| listener.local_addr())
             .expect("a free port")
             .port();
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let config = (!config.is_empty()).then(|| {
+            let path = dir.path().join("nats.conf");
+            std::fs::write(&path, config).expect("write the server's config");
+            path
+        });
         let mut server = NatsServer {
             child: None,
             bin,
             port,
-            dir: tempfile::tempdir().expect("a temporary directory"),
+            dir,
             starts: 0,
+            config,
         };
         server.spawn();
         server
@@ -90,6 +106,11 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// The URL with a user and password in it.
+    pub fn url_as(&self, user: &str, password: &str) -> String {
+        format!("nats://{user}:{password}@127.0.0.1:{}", self.port)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }
@@ -97,7 +118,11 @@ impl NatsServer {
     fn spawn(&mut self) {
         let log = self.dir.path().join(format!("nats-{}.log", self.starts));
         self.starts += 1;
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if let Some(config) = &self.config {
+            command.arg("-c").arg(config);
+        }
+        let child = command
             .args([
                 "-a",
                 "127.0.0.1",
@@ -123,6 +148,15 @@ impl NatsServer {
                 )
             },
         );
+    }
+
+    /// What the server logged since it last started.
+    pub fn log(&self) -> String {
+        let log = self
+            .dir
+            .path()
+            .join(format!("nats-{}.log", self.starts.saturating_sub(1)));
+        std::fs::read_to_string(log).unwrap_or_default()
     }
 
     /// Stops the server (SIGKILL: a crash, or a machine gone).

@@ -6,6 +6,7 @@ mod authorization;
 mod bad_input;
 mod catalog;
 mod faults;
+mod permissions;
 mod routing;
 
 use serde_json::{json, Value};

@@ -19,6 +19,9 @@ pub const OPEN: &str =
 
 pub struct Fabric {
     pub nats: NatsServer,
+    /// Each hub connects as its own NATS user (`NAME`, password
+    /// `NAME-secret`) instead of anonymously.
+    pub users: bool,
     root: tempfile::TempDir,
 }
 
@@ -26,6 +29,7 @@ impl Fabric {
     pub fn new() -> Fabric {
         Fabric {
             nats: NatsServer::start(),
+            users: false,
             root: tempfile::tempdir().expect("a temporary directory"),
         }
     }
@@ -54,11 +58,16 @@ impl Fabric {
         ttl: Duration,
     ) -> switchboard_test_support::HubProcessBuilder {
         let config = self.config_with_ttl(name, config, ttl);
+        let url = if self.users {
+            self.nats.url_as(name, &format!("{name}-secret"))
+        } else {
+            self.nats.url()
+        };
         HubProcess::builder()
             .dir(self.root.path().join(name))
             .config(&config)
             .arg("--nats")
-            .arg(self.nats.url())
+            .arg(url)
             .arg("--hub-name")
             .arg(name)
     }
