@@ -22,9 +22,8 @@ use switchboard_protocol::error::GoneReason;
 use tokio::sync::Notify;
 
 use crate::fabric::{self, Claim};
-use crate::join::Joined;
 use crate::metrics::Metrics;
-use crate::Fabric;
+use crate::shared::{Fabric, Joined};
 
 /// KV writes in flight at once.
 const WRITES_IN_FLIGHT: usize = 64;

@@ -18,7 +18,7 @@ use tokio::sync::watch as channel;
 
 use crate::fabric::{self, Claim};
 use crate::metrics::Metrics;
-use crate::{Fabric, FederationOptions, PreparedFabric};
+use crate::shared::{Fabric, FederationOptions, Joined, PreparedFabric};
 
 /// How long the first connection attempt may take before the hub starts
 /// without NATS (and keeps trying in the background).
@@ -46,15 +46,6 @@ pub enum JoinError {
     Bucket { bucket: &'static str, error: String },
     #[error("cannot claim hub name {name:?}: {error}")]
     Claim { name: String, error: String },
-}
-
-/// This hub holds its name: the bucket, and the claim's revision then.
-#[derive(Clone)]
-pub struct Joined {
-    pub store: kv::Store,
-    pub claim_revision: u64,
-    /// The bucket's `max_age`: `serviceTtlMs` as the fabric has it.
-    pub ttl: Duration,
 }
 
 /// `nats://user:pass@host` → `nats://host` for messages (no secrets in logs).

@@ -24,9 +24,9 @@ pub mod fabric;
 mod join;
 pub mod metrics;
 mod relay;
+mod shared;
 mod watch;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,25 +37,8 @@ use tokio_util::task::TaskTracker;
 
 pub use join::JoinError;
 use metrics::Metrics;
-
-/// `federation.serviceTtlMs` when nothing sets it.
-pub const DEFAULT_SERVICE_TTL: Duration = Duration::from_millis(15_000);
-
-/// How to join a fabric (`--nats`, `--hub-name`, `[federation]`).
-#[derive(Debug, Clone)]
-pub struct FederationOptions {
-    /// The NATS server (`nats://HOST:PORT`, `tls://…`; user and password
-    /// may be in the URL, and are never logged).
-    pub nats: String,
-    /// This hub's name: 1-64 characters `[a-z0-9-]`, unique among the hubs.
-    pub name: String,
-    /// A NATS credentials file (JWT and NKey seed).
-    pub credentials: Option<PathBuf>,
-    /// PEM CA certificates to trust for the server's TLS.
-    pub tls_ca: Option<PathBuf>,
-    /// How soon other hubs forget this hub's services after it vanishes.
-    pub service_ttl: Duration,
-}
+use shared::{Fabric, PreparedFabric};
+pub use shared::{FederationOptions, DEFAULT_SERVICE_TTL};
 
 /// The federation of a hub, from start to [`Federation::leave`].
 pub struct Federation {
@@ -66,37 +49,6 @@ pub struct Federation {
 /// A federation joined (or waiting for NATS) but not yet attached to a hub.
 pub struct Prepared {
     fabric: Arc<PreparedFabric>,
-}
-
-/// What every task of the federation shares.
-pub(crate) struct Fabric {
-    pub hub: Arc<HubState>,
-    pub name: String,
-    pub instance: String,
-    pub client: async_nats::Client,
-    pub metrics: Arc<Metrics>,
-    pub options: FederationOptions,
-    /// The other hubs, by name; only `watch` writes it.
-    pub peers: RwLock<std::collections::HashMap<String, Arc<watch::Peer>>>,
-    /// Whether the NATS connection is up (the event callback writes it).
-    pub connected: channel::Receiver<bool>,
-    /// Set once this hub holds its name (`join::claim`), cleared on leave.
-    pub joined: channel::Sender<Option<join::Joined>>,
-    /// Cancelled when the hub leaves the fabric.
-    pub stop: tokio_util::sync::CancellationToken,
-    /// Where NATS says "no responders" for the lines this hub publishes:
-    /// `<inbox>.<peer>` (`relay.rs`).
-    pub no_responders: String,
-}
-
-pub(crate) struct PreparedFabric {
-    name: String,
-    instance: String,
-    client: async_nats::Client,
-    metrics: Arc<Metrics>,
-    options: FederationOptions,
-    connected: channel::Receiver<bool>,
-    joined: Option<join::Joined>,
 }
 
 /// The `/metrics` part of this crate, as the hub sees it.

@@ -26,8 +26,7 @@ use tokio::sync::mpsc;
 
 use crate::fabric;
 use crate::metrics::{Ignored, LineKind, Metrics, SendFailure};
-use crate::watch::Peer;
-use crate::Fabric;
+use crate::shared::{Fabric, Peer};
 
 /// Room left in a NATS message for its headers and reply subject.
 const HEADROOM: usize = 1024;

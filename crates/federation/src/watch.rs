@@ -27,19 +27,12 @@ use tokio_util::task::TaskTracker;
 use crate::fabric::{self, Claim, Key, ServiceEntry};
 use crate::metrics::Ignored;
 use crate::relay;
-use crate::Fabric;
+use crate::shared::{Fabric, Peer};
 
 /// Pause before following the bucket again after a failure.
 const RETRY: Duration = Duration::from_millis(500);
 /// Entries held while catching up, waiting for their hub's claim.
 const MAX_STASH: usize = 65_536;
-
-/// Another hub (one instance of it), as the relay sees it.
-pub struct Peer {
-    pub name: String,
-    pub instance: String,
-    pub link: Link,
-}
 
 /// What this task knows of one other hub.
 struct PeerState {

@@ -30,6 +30,7 @@ pub mod fuzzing;
 
 mod admission;
 mod conn;
+mod federated;
 mod ids;
 mod metrics;
 mod outbound;

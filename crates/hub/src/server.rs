@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
 use crate::dir::{DirError, HubDir, HubInfo};
+pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
 use crate::reload;
 use crate::requests;
@@ -33,21 +34,6 @@ pub struct HubOptions {
     /// Set when the hub is part of a federation (the `switchboard-federation`
     /// crate makes it); `None`: a hub of its own.
     pub federated: Option<Federated>,
-}
-
-/// What the hub knows of the federation it is part of: its name in the
-/// fabric and the figures `/metrics` adds. Everything else of the
-/// federation reaches the hub through `link.rs`.
-#[derive(Debug, Clone)]
-pub struct Federated {
-    pub name: String,
-    pub metrics: Arc<dyn FederationMetrics>,
-}
-
-/// The federation's part of `/metrics`.
-pub trait FederationMetrics: std::fmt::Debug + Send + Sync {
-    /// Appends Prometheus text (format 0.0.4) to `out`.
-    fn render_metrics(&self, out: &mut String);
 }
 
 #[derive(Debug, thiserror::Error)]

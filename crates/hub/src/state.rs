@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
+use crate::federated::Federated;
 use crate::metrics::Counters;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
-use crate::server::Federated;
 
 pub struct HubState {
     /// Fixed at start; a reload that changes them logs that a restart applies them.
