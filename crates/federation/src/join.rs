@@ -407,21 +407,14 @@ pub async fn keep_joined(fabric: Arc<Fabric>) {
         let _ = joined.borrow_and_update();
     }
     let service = register_service(&fabric).await;
-    let mut probes = loop {
-        match fabric
-            .client
-            .subscribe(fabric::probe_subject(&fabric.name))
-            .await
-        {
-            Ok(probes) => break probes,
-            Err(error) => {
-                tracing::warn!(%error, "cannot answer probes for this hub's name yet");
-                tokio::select! {
-                    () = fabric.stop.cancelled() => return,
-                    () = tokio::time::sleep(RETRY) => {}
-                }
-            }
-        }
+    let Some(mut probes) = fabric
+        .subscribe(
+            fabric::probe_subject(&fabric.name),
+            "probes for this hub's name",
+        )
+        .await
+    else {
+        return;
     };
     let instance = Bytes::from(fabric.instance.clone());
     loop {

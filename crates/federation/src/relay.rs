@@ -32,8 +32,6 @@ use crate::shared::{Fabric, Peer};
 const HEADROOM: usize = 1024;
 /// How long one publish may wait for the client's queue.
 const PUBLISH_WAIT: Duration = Duration::from_secs(5);
-/// Pause before subscribing again after a failure.
-const RETRY: Duration = Duration::from_millis(500);
 
 /// Drains `peer`'s link until it closes; reports a link the overload policy
 /// aborted on `broken` (the watcher opens another).
@@ -169,21 +167,14 @@ fn too_large(fabric: &Fabric, peer: &Peer, line: &[u8], max: usize, replacement:
 
 /// The lines every other hub sends this one, handed to their links in order.
 pub async fn read(fabric: Arc<Fabric>) {
-    let mut lines = loop {
-        match fabric
-            .client
-            .subscribe(fabric::inbound_subject(&fabric.name))
-            .await
-        {
-            Ok(lines) => break lines,
-            Err(error) => {
-                tracing::warn!(%error, "cannot subscribe to the other hubs' lines yet");
-                tokio::select! {
-                    () = fabric.stop.cancelled() => return,
-                    () = tokio::time::sleep(RETRY) => {}
-                }
-            }
-        }
+    let Some(mut lines) = fabric
+        .subscribe(
+            fabric::inbound_subject(&fabric.name),
+            "the other hubs' lines",
+        )
+        .await
+    else {
+        return;
     };
     loop {
         let message = tokio::select! {
@@ -245,21 +236,14 @@ fn sender(fabric: &Fabric, message: &async_nats::Message) -> Option<Arc<Peer>> {
 /// listening (gone, or cut from NATS), so nothing pending on its link will
 /// be answered.
 pub async fn watch_no_responders(fabric: Arc<Fabric>) {
-    let mut statuses = loop {
-        match fabric
-            .client
-            .subscribe(format!("{}.*", fabric.no_responders))
-            .await
-        {
-            Ok(statuses) => break statuses,
-            Err(error) => {
-                tracing::warn!(%error, "cannot subscribe for no-responder notices yet");
-                tokio::select! {
-                    () = fabric.stop.cancelled() => return,
-                    () = tokio::time::sleep(RETRY) => {}
-                }
-            }
-        }
+    let Some(mut statuses) = fabric
+        .subscribe(
+            format!("{}.*", fabric.no_responders),
+            "no-responder notices",
+        )
+        .await
+    else {
+        return;
     };
     loop {
         let status = tokio::select! {

@@ -82,3 +82,23 @@ pub struct PreparedFabric {
     pub connected: channel::Receiver<bool>,
     pub joined: Option<Joined>,
 }
+
+impl Fabric {
+    /// Subscribes to `subject`, trying again every half second while NATS
+    /// refuses; `None` once the hub leaves the fabric. `what` names the
+    /// subscription in the log.
+    pub async fn subscribe(&self, subject: String, what: &str) -> Option<async_nats::Subscriber> {
+        loop {
+            match self.client.subscribe(subject.clone()).await {
+                Ok(subscriber) => return Some(subscriber),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot subscribe to {what} yet");
+                    tokio::select! {
+                        () = self.stop.cancelled() => return None,
+                        () = tokio::time::sleep(Duration::from_millis(500)) => {}
+                    }
+                }
+            }
+        }
+    }
+}

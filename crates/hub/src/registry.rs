@@ -51,6 +51,19 @@ const UNREGISTERED: u8 = 1;
 const DISCONNECTED: u8 = 2;
 
 impl ServiceRoute {
+    fn new(id: &str, owner: &Arc<Conn>, owner_principal: Arc<PrincipalRef>) -> Arc<Self> {
+        let mut id_json = Vec::with_capacity(id.len() + 2);
+        wire::json_string(&mut id_json, id);
+        Arc::new(ServiceRoute {
+            id: id.into(),
+            id_json: into_text(id_json),
+            owner: owner.clone(),
+            owner_principal,
+            in_flight: Arc::default(),
+            gone: AtomicU8::new(LIVE),
+        })
+    }
+
     pub fn gone(&self) -> Option<GoneReason> {
         match self.gone.load(Ordering::Acquire) {
             UNREGISTERED => Some(GoneReason::Unregistered),
@@ -166,6 +179,50 @@ fn gone_label(reason: GoneReason) -> &'static str {
 }
 
 impl Catalog {
+    /// Lists a new service (`json`: its whole `Service` object) and
+    /// publishes `added`.
+    fn insert(
+        &mut self,
+        seq_mirror: &AtomicU64,
+        policy: &Policy,
+        route: &Arc<ServiceRoute>,
+        json: Box<str>,
+    ) {
+        let action = added_action(&json);
+        self.registrations += 1;
+        let order = self.registrations;
+        self.services.insert(
+            route.id.clone(),
+            Listed {
+                route: route.clone(),
+                json,
+                order,
+            },
+        );
+        self.owned
+            .entry(route.owner.id)
+            .or_default()
+            .push(route.clone());
+        self.publish(seq_mirror, policy, route, &action);
+    }
+
+    /// Unlists a service, marks it gone and publishes `removed` with `reason`.
+    fn remove(
+        &mut self,
+        seq_mirror: &AtomicU64,
+        policy: &Policy,
+        route: &Arc<ServiceRoute>,
+        reason: GoneReason,
+    ) {
+        self.services.remove(&route.id);
+        if let Some(owned) = self.owned.get_mut(&route.owner.id) {
+            owned.retain(|r| !Arc::ptr_eq(r, route));
+        }
+        route.set_gone(reason);
+        let action = removed_action(&route.id, gone_label(reason));
+        self.publish(seq_mirror, policy, route, &action);
+    }
+
     /// Stamps the next `serverSeq` on an action and queues it for every
     /// subscriber that may see `route`.
     fn publish(
@@ -260,34 +317,9 @@ impl Registry {
                 break id.into_boxed_str();
             }
         };
-        let mut id_json = Vec::with_capacity(id.len() + 2);
-        wire::json_string(&mut id_json, &id);
-        let route = Arc::new(ServiceRoute {
-            id: id.clone(),
-            id_json: into_text(id_json),
-            owner: owner.clone(),
-            owner_principal: identity.principal.clone(),
-            in_flight: Arc::default(),
-            gone: AtomicU8::new(LIVE),
-        });
+        let route = ServiceRoute::new(&id, owner, identity.principal.clone());
         let json = service_json(&id, identity, metadata);
-        let action = added_action(&json);
-        catalog.registrations += 1;
-        let order = catalog.registrations;
-        catalog.services.insert(
-            id.clone(),
-            Listed {
-                route: route.clone(),
-                json,
-                order,
-            },
-        );
-        catalog
-            .owned
-            .entry(owner.id)
-            .or_default()
-            .push(route.clone());
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        catalog.insert(&self.seq, &self.policy.load(), &route, json);
         Ok(id)
     }
 
@@ -328,13 +360,12 @@ impl Registry {
             .owned_by(&catalog, owner, service_id, "unregister")?
             .route
             .clone();
-        catalog.services.remove(service_id);
-        if let Some(owned) = catalog.owned.get_mut(&owner.id) {
-            owned.retain(|r| !Arc::ptr_eq(r, &route));
-        }
-        route.set_gone(GoneReason::Unregistered);
-        let action = removed_action(&route.id, gone_label(GoneReason::Unregistered));
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        catalog.remove(
+            &self.seq,
+            &self.policy.load(),
+            &route,
+            GoneReason::Unregistered,
+        );
         Ok(route)
     }
 
@@ -452,33 +483,8 @@ impl Registry {
         if catalog.services.contains_key(service_id) {
             return false;
         }
-        let mut id_json = Vec::with_capacity(service_id.len() + 2);
-        wire::json_string(&mut id_json, service_id);
-        let route = Arc::new(ServiceRoute {
-            id: service_id.into(),
-            id_json: into_text(id_json),
-            owner: owner.clone(),
-            owner_principal: principal,
-            in_flight: Arc::default(),
-            gone: AtomicU8::new(LIVE),
-        });
-        let action = added_action(&json);
-        catalog.registrations += 1;
-        let order = catalog.registrations;
-        catalog.services.insert(
-            service_id.into(),
-            Listed {
-                route: route.clone(),
-                json,
-                order,
-            },
-        );
-        catalog
-            .owned
-            .entry(owner.id)
-            .or_default()
-            .push(route.clone());
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        let route = ServiceRoute::new(service_id, owner, principal);
+        catalog.insert(&self.seq, &self.policy.load(), &route, json);
         true
     }
 
@@ -521,13 +527,7 @@ impl Registry {
             .filter(|listed| listed.route.owner.id == owner.id)?
             .route
             .clone();
-        catalog.services.remove(service_id);
-        if let Some(owned) = catalog.owned.get_mut(&owner.id) {
-            owned.retain(|r| !Arc::ptr_eq(r, &route));
-        }
-        route.set_gone(reason);
-        let action = removed_action(&route.id, gone_label(reason));
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        catalog.remove(&self.seq, &self.policy.load(), &route, reason);
         Some(route)
     }
 
