@@ -123,6 +123,14 @@ pub struct RemoteService<'a> {
     pub metadata: &'a RawValue,
 }
 
+/// Whether `id` is `prefix` and the 32 hex digits a hub mints
+/// (`ids::mint`): exactly, so that hub `a` cannot pass off `svc-a-b-…`,
+/// an id of hub `a-b`.
+fn minted_with(id: &str, prefix: &str) -> bool {
+    id.strip_prefix(prefix)
+        .is_some_and(|random| random.len() == 32 && random.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 /// Another hub of the federation, as a connection of this one.
 pub struct Link {
     hub: Arc<HubState>,
@@ -134,6 +142,21 @@ pub struct Link {
     /// The identities of that hub's callers, keyed by their sender fields.
     identities: Mutex<Identities>,
     closed: AtomicBool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::minted_with;
+
+    #[test]
+    fn ids_must_be_exactly_what_their_hub_mints() {
+        let hex = "0123456789abcdef0123456789abcdef";
+        assert!(minted_with(&format!("svc-a-{hex}"), "svc-a-"));
+        assert!(!minted_with(&format!("svc-a-b-{hex}"), "svc-a-"));
+        assert!(!minted_with(&format!("svc-a-{hex}0"), "svc-a-"));
+        assert!(!minted_with(&format!("svc-b-{hex}"), "svc-a-"));
+        assert!(!minted_with("svc-a-", "svc-a-"));
+    }
 }
 
 #[derive(Default)]
@@ -223,13 +246,13 @@ impl Link {
             return Err(RemoteServiceError::Closed);
         }
         let peer = || self.peer.to_string();
-        if !service.service_id.starts_with(&*self.service_prefix) {
+        if !minted_with(service.service_id, &self.service_prefix) {
             return Err(RemoteServiceError::NotItsId(
                 service.service_id.into(),
                 peer(),
             ));
         }
-        if !service.client_id.starts_with(&*self.client_prefix) {
+        if !minted_with(service.client_id, &self.client_prefix) {
             return Err(RemoteServiceError::NotItsClient(
                 service.client_id.into(),
                 peer(),
@@ -362,7 +385,7 @@ impl Link {
         let client_id: String = serde_json::from_str(client_id).map_err(|_| Dropped::Malformed)?;
         let principal: Principal =
             serde_json::from_str(principal).map_err(|_| Dropped::Malformed)?;
-        if !client_id.starts_with(&*self.client_prefix) || principal.hub().is_some() {
+        if !minted_with(&client_id, &self.client_prefix) || principal.hub().is_some() {
             return Err(Dropped::Impersonation);
         }
         let principal = PrincipalRef::new(principal.on_hub(&*self.peer));

@@ -12,6 +12,9 @@ use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN};
 use crate::support::metric_value;
 
+/// A client id as hub b mints them (`c-b-` and 32 hex digits).
+const CLIENT_B: &str = "c-b-00000000000000000000000000000001";
+
 async fn bucket(fabric: &Fabric) -> (async_nats::Client, kv::Store) {
     let client = async_nats::connect(fabric.nats.url())
         .await
@@ -74,24 +77,24 @@ async fn bad_messages_on_the_fabric_are_dropped_and_counted_and_nothing_else_is_
     publish(None, "{}".into()).await;
     publish(
         Some((b_instance.as_str(), "not-a")),
-        notify("c-b-1", json!({"kind": "direct"}), &service),
+        notify(CLIENT_B, json!({"kind": "direct"}), &service),
     )
     .await;
     publish(
         Some(("not-b", a_instance.as_str())),
-        notify("c-b-1", json!({"kind": "direct"}), &service),
+        notify(CLIENT_B, json!({"kind": "direct"}), &service),
     )
     .await;
     publish(from_b, "not json at all\n{\"jsonrpc\":\"2.0\"}".into()).await;
     publish(from_b, notify("c-c-1", json!({"kind": "direct"}), &service)).await;
     publish(
         from_b,
-        notify("c-b-1", json!({"kind": "direct", "hub": "c"}), &service),
+        notify(CLIENT_B, json!({"kind": "direct", "hub": "c"}), &service),
     )
     .await;
     publish(
         from_b,
-        notify("c-b-1", json!({"kind": "direct"}), "svc-a-unknown"),
+        notify(CLIENT_B, json!({"kind": "direct"}), "svc-a-unknown"),
     )
     .await;
     publish(
@@ -172,24 +175,28 @@ async fn catalog_entries_that_do_not_parse_are_ignored_and_counted() {
         .await
         .unwrap();
     // Well formed, but an id of another hub under b's key.
-    let entry = json!({"instance": b_instance, "service": {"serviceId": "svc-c-1", "clientId": "c-b-1",
+    let entry = json!({"instance": b_instance, "service": {"serviceId": "svc-c-1", "clientId": CLIENT_B,
                        "principal": {"kind": "direct"}, "metadata": {}}});
     store
         .put("svc.b.svc-c-1", Bytes::from(entry.to_string()))
         .await
         .unwrap();
     // And one that is fine, listed like any other.
-    let entry = json!({"instance": b_instance, "service": {"serviceId": "svc-b-forged-but-fine", "clientId": "c-b-1",
+    let entry = json!({"instance": b_instance, "service": {"serviceId": "svc-b-0000000000000000000000000000f00d", "clientId": CLIENT_B,
                        "principal": {"kind": "reserved", "module_id": "git"}, "metadata": {"ok": true}}});
     store
         .put(
-            "svc.b.svc-b-forged-but-fine",
+            "svc.b.svc-b-0000000000000000000000000000f00d",
             Bytes::from(entry.to_string()),
         )
         .await
         .unwrap();
     let (mut on_a, snapshot) = subscribed(&a);
-    let listed = wait_added(&mut on_a, &snapshot, "svc-b-forged-but-fine");
+    let listed = wait_added(
+        &mut on_a,
+        &snapshot,
+        "svc-b-0000000000000000000000000000f00d",
+    );
     assert_eq!(
         listed["principal"],
         json!({"kind": "reserved", "module_id": "git", "hub": "b"})
