@@ -97,6 +97,16 @@ async fn bad_messages_on_the_fabric_are_dropped_and_counted_and_nothing_else_is_
         notify(CLIENT_B, json!({"kind": "direct"}), "svc-a-unknown"),
     )
     .await;
+    // A request to an unknown service is owed an answer: -32008 to hub b.
+    publish(
+        from_b,
+        json!({"jsonrpc": "2.0", "id": 990, "method": "clientService/handleRequest",
+               "params": {"channel": "ahp-client-services://", "serviceId": "svc-a-unknown",
+                          "senderClientId": CLIENT_B, "senderPrincipal": {"kind": "direct"},
+                          "method": "m", "params": {}}})
+        .to_string(),
+    )
+    .await;
     publish(
         from_b,
         format!(
@@ -130,6 +140,7 @@ async fn bad_messages_on_the_fabric_are_dropped_and_counted_and_nothing_else_is_
         "switchboard_notifications_dropped_total{reason=\"unknown_service\"}",
         1,
     );
+    a.wait_for_metric("switchboard_requests_failed_total{reason=\"not_found\"}", 1);
 
     // None reached the owner; a real request from B still does.
     let (mut caller, snapshot) = subscribed(&b);

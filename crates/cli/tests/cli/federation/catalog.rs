@@ -245,3 +245,30 @@ fn a_hub_started_without_nats_serves_locally_and_joins_when_nats_comes() {
     assert_eq!(answer["id"], id);
     assert_eq!(answer["result"], "joined");
 }
+
+#[test]
+fn heartbeats_keep_services_listed_without_updates() {
+    let fabric = Fabric::new();
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (_owner, first) = super::owner(&a, json!({"n": 1}));
+    let (mut on_b, snapshot) = subscribed(&b);
+    super::wait_added(&mut on_b, &snapshot, &first);
+    // A re-puts its claim and its service on every heartbeat (serviceTtlMs
+    // / 3); wait for several, past one TTL.
+    let writes = || metric_value(&a.metrics(), "switchboard_federation_kv_writes_total");
+    let before = writes();
+    switchboard_test_support::wait::poll(
+        || (writes() >= before + 8).then_some(()),
+        || format!("A never renewed its keys:\n{}", a.metrics()),
+    );
+    // The bucket is ordered: B sees the next service after every heartbeat
+    // before it, and none of them was an action.
+    let (_second_owner, second) = super::owner(&a, json!({"n": 2}));
+    let message = on_b.recv();
+    let action = &message["params"]["action"];
+    assert_eq!(action["type"], "clientServices/added", "{message}");
+    assert_eq!(action["service"]["serviceId"], second, "{message}");
+    let (_, now) = subscribed(&b);
+    assert_eq!(now.len(), 2, "{now:?}");
+}

@@ -274,3 +274,131 @@ fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_b
         COUNT
     );
 }
+
+/// Sends requests `ids` from `client` to `service`, each waiting for an answer.
+fn send_hanging(client: &mut LineClient, service: &str, ids: std::ops::Range<u64>) {
+    for id in ids {
+        client.send(&json!({"jsonrpc": "2.0", "id": id, "method": "clientService/request",
+                            "params": {"serviceId": service, "method": "hang", "timeoutMs": 60000}}));
+    }
+}
+
+/// Answers the next `count` requests the owner gets with their own id.
+fn answer_all(owner: &mut LineClient, count: usize) {
+    let requests: Vec<Value> = (0..count).map(|_| handled(owner)).collect();
+    for request in requests {
+        owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "done"}));
+    }
+}
+
+#[test]
+fn in_flight_bounds_hold_on_the_callers_hub_and_on_the_owners() {
+    let fabric = Fabric::new();
+    // A bounds each caller, and a link from another hub is one, to two
+    // requests; B bounds each service, a remote one too, to two.
+    let a = fabric.hub("a", &format!("[limits]\nmaxInFlightPerClient = 2\n{OPEN}"));
+    let b = fabric.hub("b", &format!("[limits]\nmaxInFlightPerService = 2\n{OPEN}"));
+    let c = fabric.hub("c", OPEN);
+    let (mut owner, service) = owner(&a, json!({}));
+
+    // On B: the third request fails at once, on B, and never crosses.
+    let mut on_b = caller(&b, &service);
+    send_hanging(&mut on_b, &service, 0..3);
+    let refused = next_non_action(&mut on_b);
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["error"]["code"], -32050, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["limit"], "maxInFlightPerService",
+        "{refused}"
+    );
+    answer_all(&mut owner, 2);
+    let mut answered: Vec<Value> = (0..2).map(|_| next_non_action(&mut on_b)).collect();
+    answered.sort_by_key(|answer| answer["id"].as_u64());
+    for (id, answer) in answered.iter().enumerate() {
+        assert_eq!(answer["id"], id as u64, "{answer}");
+        assert_eq!(answer["result"], "done", "{answer}");
+    }
+    assert_eq!(
+        metric_value(
+            &a.metrics(),
+            "switchboard_federation_lines_received_total{kind=\"request\"}"
+        ),
+        2
+    );
+
+    // From C: A bounds C's link like any caller; its -32050 crosses back.
+    let mut on_c = caller(&c, &service);
+    send_hanging(&mut on_c, &service, 0..3);
+    let refused = next_non_action(&mut on_c);
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["error"]["code"], -32050, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["limit"], "maxInFlightPerClient",
+        "{refused}"
+    );
+    answer_all(&mut owner, 2);
+    for _ in 0..2 {
+        assert_eq!(next_non_action(&mut on_c)["result"], "done");
+    }
+    for hub in [&a, &b, &c] {
+        hub.wait_for_metric("switchboard_requests_in_flight", 0);
+    }
+}
+
+#[test]
+fn lines_larger_than_nats_carries_fail_at_once_or_are_dropped_and_counted() {
+    const BIG: usize = 10_000;
+    let mut fabric = Fabric::new();
+    // NATS carries at most 8 KiB per message; the hubs' own bound is far above.
+    fabric.nats = switchboard_test_support::NatsServer::start_with_config("max_payload: 8192\n");
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (mut owner, service) = owner(&a, json!({}));
+    let mut on_b = caller(&b, &service);
+    let big = "x".repeat(BIG);
+
+    // A request too large for NATS fails on B at once: -32050.
+    let id = on_b.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "big", "params": big}),
+    );
+    let answer = next_non_action(&mut on_b);
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["code"], -32050, "{answer}");
+    assert_eq!(
+        answer["error"]["data"]["limit"], "maxMessageBytes",
+        "{answer}"
+    );
+
+    // A notification too large is dropped; the next one still arrives.
+    for params in [json!(big), json!("small")] {
+        on_b.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                          "params": {"serviceId": service, "method": "n", "params": params}}));
+    }
+    let notification = next_non_action(&mut owner);
+    assert_eq!(
+        notification["method"], "clientService/notification",
+        "{notification}"
+    );
+    assert_eq!(notification["params"]["params"], "small");
+
+    // An answer too large is replaced by -32050 on A's side, once.
+    let id = on_b.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "small"}),
+    );
+    let request = handled(&mut owner);
+    owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": big}));
+    let answer = next_non_action(&mut on_b);
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["code"], -32050, "{answer}");
+    let pong = on_b.request("ping", Value::Null);
+    assert_eq!(pong["result"], Value::Null, "{pong}");
+
+    let too_large = "switchboard_federation_send_failures_total{reason=\"too_large\"}";
+    assert_eq!(metric_value(&b.metrics(), too_large), 2);
+    assert_eq!(metric_value(&a.metrics(), too_large), 1);
+    for hub in [&a, &b] {
+        hub.wait_for_metric("switchboard_requests_in_flight", 0);
+    }
+}
