@@ -271,4 +271,10 @@ fn a_bad_nats_url_or_credentials_file_is_a_clear_error_at_start() {
     let (ok, stderr) = serve(&["--config", config.to_str().unwrap()]);
     assert!(!ok);
     assert!(stderr.contains("credentials"), "{stderr}");
+    // A CA file that is not there.
+    std::fs::write(&config, "[federation]\nnats = \"tls://127.0.0.1:4222\"\nname = \"a\"\ntls_ca = \"missing-ca.pem\"\n").unwrap();
+    let (ok, stderr) = serve(&["--config", config.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(stderr.contains("cannot read the NATS CA file"), "{stderr}");
+    assert!(stderr.contains("missing-ca.pem"), "{stderr}");
 }

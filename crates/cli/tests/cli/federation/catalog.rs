@@ -272,3 +272,32 @@ fn heartbeats_keep_services_listed_without_updates() {
     let (_, now) = subscribed(&b);
     assert_eq!(now.len(), 2, "{now:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_hub_answers_the_nats_service_api_with_its_name() {
+    use futures::StreamExt;
+    use switchboard_test_support::within;
+    let fabric = Fabric::new();
+    let _a = fabric.hub("a", OPEN);
+    let _b = fabric.hub("b", OPEN);
+    let nats = async_nats::connect(fabric.nats.url())
+        .await
+        .expect("connect to NATS");
+    // `nats micro ping switchboard-hub`: every hub answers on one inbox.
+    let inbox = nats.new_inbox();
+    let mut answers = nats.subscribe(inbox.clone()).await.unwrap();
+    nats.publish_with_reply("$SRV.INFO.switchboard-hub", inbox, "".into())
+        .await
+        .unwrap();
+    let mut hubs = Vec::new();
+    while hubs.len() < 2 {
+        let answer = within("an answer of the service API", answers.next())
+            .await
+            .expect("the inbox stays open");
+        let info: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
+        assert_eq!(info["name"], "switchboard-hub", "{info}");
+        hubs.push(info["metadata"]["hub"].as_str().unwrap().to_owned());
+    }
+    hubs.sort();
+    assert_eq!(hubs, ["a", "b"]);
+}

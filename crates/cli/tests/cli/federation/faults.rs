@@ -106,6 +106,19 @@ fn after_a_nats_restart_hubs_rejoin_catalogs_converge_and_nothing_is_answered_tw
     assert_eq!(answer["error"]["code"], -32052, "{answer}");
     // Changes while NATS is away.
     let (_late_owner, during) = super::owner(&a, json!({"when": "during"}));
+    // Local routing on A goes on without NATS.
+    let (mut local, snapshot) = subscribed(&a);
+    wait_added(&mut local, &snapshot, &during);
+    let id = local.send_request(
+        "clientService/request",
+        json!({"serviceId": before, "method": "local"}),
+    );
+    let request = next_non_action(&mut owner);
+    assert_eq!(request["params"]["method"], "local", "{request}");
+    owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "local"}));
+    let answer = next_non_action(&mut local);
+    assert_eq!(answer["id"], id);
+    assert_eq!(answer["result"], "local");
     fabric.nats.restart();
 
     // Both hubs reconnect and B lists exactly A's two services again.

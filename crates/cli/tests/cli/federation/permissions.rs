@@ -120,4 +120,21 @@ async fn with_a_nats_user_per_hub_the_fabric_works_and_no_hub_speaks_for_another
         ),
         2
     );
+
+    // A hub whose NATS user is refused does not start: a clear error,
+    // without the password.
+    let output = std::process::Command::new(switchboard_test_support::switchboard_binary())
+        .args(["serve", "--dir"])
+        .arg(fabric.path("c-refused"))
+        .args(["--ws", "127.0.0.1:0", "--hub-name", "c", "--nats"])
+        .arg(fabric.nats.url_as("c", "not-c-secret"))
+        .output()
+        .expect("run switchboard serve");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("refused this hub"), "{stderr}");
+    assert!(
+        !stderr.contains("not-c-secret"),
+        "the password shows: {stderr}"
+    );
 }
