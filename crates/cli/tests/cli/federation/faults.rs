@@ -178,3 +178,64 @@ fn a_second_hub_with_a_live_hubs_name_refuses_to_start() {
     assert!(stderr.contains("hub name \"a\" is taken"), "{stderr}");
     assert!(!fabric.path("a-again").join("hub.json").exists());
 }
+
+#[test]
+fn a_hub_cut_off_past_the_ttl_leaves_the_catalogs_and_comes_back_when_it_resumes() {
+    let fabric = Fabric::new();
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (mut owner, service) = owner(&a, json!({}));
+    let (mut on_b, snapshot) = subscribed(&b);
+    wait_added(&mut on_b, &snapshot, &service);
+    on_b.send(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "clientService/request",
+                      "params": {"serviceId": service, "method": "hang", "timeoutMs": 60000}}),
+    );
+    assert_eq!(
+        next_non_action(&mut owner)["method"],
+        "clientService/handleRequest"
+    );
+
+    // A stops answering anything (its NATS connection stays open: NATS
+    // cannot tell, no 503 comes): only the TTL tells B.
+    a.signal(libc::SIGSTOP);
+    let (mut removed, mut answers) = (false, Vec::new());
+    while !removed || answers.is_empty() {
+        let message = on_b.recv();
+        if message["method"] == "action" {
+            let action = &message["params"]["action"];
+            assert_eq!(action["type"], "clientServices/removed", "{message}");
+            assert_eq!(action["serviceId"], service);
+            assert_eq!(action["reason"], "disconnected");
+            removed = true;
+        } else {
+            answers.push(message);
+        }
+    }
+    assert_eq!(answers[0]["id"], 1);
+    assert_eq!(answers[0]["error"]["code"], -32052, "{}", answers[0]);
+    assert_eq!(answers[0]["error"]["data"]["reason"], "disconnected");
+
+    // A resumes: its heartbeat puts its claim and service back, B lists the
+    // service again (an `added`), and requests reach it again.
+    a.signal(libc::SIGCONT);
+    wait_added(&mut on_b, &[], &service);
+    let id = on_b.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "again"}),
+    );
+    let request = loop {
+        let message = next_non_action(&mut owner);
+        if message["method"] == "clientService/handleRequest"
+            && message["params"]["method"] == "again"
+        {
+            break message;
+        }
+    };
+    owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "back"}));
+    let answer = next_non_action(&mut on_b);
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["result"], "back");
+    let pong = on_b.request("ping", Value::Null);
+    assert_eq!(pong["result"], Value::Null, "{pong}");
+}
