@@ -18,6 +18,26 @@ fn send_requests(client: &mut LineClient, service: &str, count: u64) {
     }
 }
 
+/// Reads `client`'s messages until `service`'s `removed` (`disconnected`,
+/// the only action allowed) and `count` other messages (answers) came;
+/// returns the answers.
+fn removal_and_answers(client: &mut LineClient, service: &str, count: usize) -> Vec<Value> {
+    let (mut removed, mut answers) = (false, Vec::new());
+    while !removed || answers.len() < count {
+        let message = client.recv();
+        if message["method"] == "action" {
+            let action = &message["params"]["action"];
+            assert_eq!(action["type"], "clientServices/removed", "{message}");
+            assert_eq!(action["serviceId"], service);
+            assert_eq!(action["reason"], "disconnected");
+            removed = true;
+        } else {
+            answers.push(message);
+        }
+    }
+    answers
+}
+
 #[test]
 fn a_killed_hubs_services_leave_within_the_ttl_and_its_pending_requests_fail_once() {
     const PER_CALLER: u64 = 20;
@@ -45,24 +65,16 @@ fn a_killed_hubs_services_leave_within_the_ttl_and_its_pending_requests_fail_onc
 
     for client in [&mut on_b, &mut on_c] {
         // Its service leaves, `disconnected`, and every request fails once.
-        let mut removed = false;
-        let mut answered = BTreeMap::new();
-        while !removed || (answered.len() as u64) < PER_CALLER {
-            let message = client.recv();
-            if message["method"] == "action" {
-                let action = &message["params"]["action"];
-                assert_eq!(action["type"], "clientServices/removed", "{message}");
-                assert_eq!(action["serviceId"], service);
-                assert_eq!(action["reason"], "disconnected");
-                removed = true;
-                continue;
-            }
-            let id = message["id"].as_u64().unwrap();
-            assert!(
-                answered.insert(id, message["error"].clone()).is_none(),
-                "answered twice: {message}"
-            );
-        }
+        let answers = removal_and_answers(client, &service, PER_CALLER as usize);
+        let answered: BTreeMap<u64, Value> = answers
+            .iter()
+            .map(|answer| (answer["id"].as_u64().unwrap(), answer["error"].clone()))
+            .collect();
+        assert_eq!(
+            answered.len() as u64,
+            PER_CALLER,
+            "answered twice: {answers:?}"
+        );
         for error in answered.values() {
             assert_eq!(error["code"], -32052, "{error}");
             assert_eq!(error["data"]["reason"], "disconnected", "{error}");
@@ -199,19 +211,7 @@ fn a_hub_cut_off_past_the_ttl_leaves_the_catalogs_and_comes_back_when_it_resumes
     // A stops answering anything (its NATS connection stays open: NATS
     // cannot tell, no 503 comes): only the TTL tells B.
     a.signal(libc::SIGSTOP);
-    let (mut removed, mut answers) = (false, Vec::new());
-    while !removed || answers.is_empty() {
-        let message = on_b.recv();
-        if message["method"] == "action" {
-            let action = &message["params"]["action"];
-            assert_eq!(action["type"], "clientServices/removed", "{message}");
-            assert_eq!(action["serviceId"], service);
-            assert_eq!(action["reason"], "disconnected");
-            removed = true;
-        } else {
-            answers.push(message);
-        }
-    }
+    let answers = removal_and_answers(&mut on_b, &service, 1);
     assert_eq!(answers[0]["id"], 1);
     assert_eq!(answers[0]["error"]["code"], -32052, "{}", answers[0]);
     assert_eq!(answers[0]["error"]["data"]["reason"], "disconnected");

@@ -291,6 +291,22 @@ fn answer_all(owner: &mut LineClient, count: usize) {
     }
 }
 
+/// Sends three requests from `caller`: the third is refused at once by
+/// `limit`; then the owner answers the first two.
+fn three_with_the_last_refused(
+    caller: &mut LineClient,
+    owner: &mut LineClient,
+    service: &str,
+    limit: &str,
+) {
+    send_hanging(caller, service, 0..3);
+    let refused = next_non_action(caller);
+    assert_eq!(refused["id"], 2, "{refused}");
+    assert_eq!(refused["error"]["code"], -32050, "{refused}");
+    assert_eq!(refused["error"]["data"]["limit"], limit, "{refused}");
+    answer_all(owner, 2);
+}
+
 #[test]
 fn in_flight_bounds_hold_on_the_callers_hub_and_on_the_owners() {
     let fabric = Fabric::new();
@@ -303,15 +319,7 @@ fn in_flight_bounds_hold_on_the_callers_hub_and_on_the_owners() {
 
     // On B: the third request fails at once, on B, and never crosses.
     let mut on_b = caller(&b, &service);
-    send_hanging(&mut on_b, &service, 0..3);
-    let refused = next_non_action(&mut on_b);
-    assert_eq!(refused["id"], 2, "{refused}");
-    assert_eq!(refused["error"]["code"], -32050, "{refused}");
-    assert_eq!(
-        refused["error"]["data"]["limit"], "maxInFlightPerService",
-        "{refused}"
-    );
-    answer_all(&mut owner, 2);
+    three_with_the_last_refused(&mut on_b, &mut owner, &service, "maxInFlightPerService");
     let mut answered: Vec<Value> = (0..2).map(|_| next_non_action(&mut on_b)).collect();
     answered.sort_by_key(|answer| answer["id"].as_u64());
     for (id, answer) in answered.iter().enumerate() {
@@ -328,15 +336,7 @@ fn in_flight_bounds_hold_on_the_callers_hub_and_on_the_owners() {
 
     // From C: A bounds C's link like any caller; its -32050 crosses back.
     let mut on_c = caller(&c, &service);
-    send_hanging(&mut on_c, &service, 0..3);
-    let refused = next_non_action(&mut on_c);
-    assert_eq!(refused["id"], 2, "{refused}");
-    assert_eq!(refused["error"]["code"], -32050, "{refused}");
-    assert_eq!(
-        refused["error"]["data"]["limit"], "maxInFlightPerClient",
-        "{refused}"
-    );
-    answer_all(&mut owner, 2);
+    three_with_the_last_refused(&mut on_c, &mut owner, &service, "maxInFlightPerClient");
     for _ in 0..2 {
         assert_eq!(next_non_action(&mut on_c)["result"], "done");
     }
