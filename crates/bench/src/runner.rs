@@ -19,7 +19,7 @@ use crate::workloads::callgrind::{self, Counted};
 use crate::workloads::notify::{self, NotifySpec};
 use crate::workloads::request::{self, RequestSpec};
 use crate::workloads::scale::{self, ScaleBins};
-use crate::workloads::Servers;
+use crate::workloads::{Federated, Placement, Servers};
 
 /// The workloads of the issue, selectable with `--only`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -36,16 +36,19 @@ pub enum Workload {
     Scale,
     /// 6. instructions per notification under callgrind.
     Callgrind,
+    /// 7. across two hubs federated over one nats-server, beside direct NATS.
+    Federation,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 6] = [
+    pub const ALL: [Workload; 7] = [
         Workload::Notify,
         Workload::Fan,
         Workload::Latency,
         Workload::Window,
         Workload::Scale,
         Workload::Callgrind,
+        Workload::Federation,
     ];
 }
 
@@ -144,18 +147,21 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
         Workload::Latency,
         Workload::Window,
         Workload::Scale,
+        Workload::Federation,
     ]
     .iter()
     .any(|&w| wants(w));
     if needs_servers {
         progress("starting hub, nats-server and floor");
-        let servers = Servers {
+        let mut servers = Servers {
             hub: HubProcess::start(HubLaunch {
                 bin: &plan.bins.hub,
                 cpu: server_cpu,
                 ws: true,
                 wrapper: Vec::new(),
                 startup: Duration::from_secs(10),
+                args: Vec::new(),
+                config: "",
             })
             .await
             .context("starting the hub")?,
@@ -165,7 +171,12 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
             floor: FloorProcess::start(&plan.bins.floor, server_cpu)
                 .await
                 .context("starting the floor")?,
+            federated: None,
         };
+        if wants(Workload::Federation) {
+            progress("starting two hubs federated over the nats-server");
+            servers.federated = Some(federated_hubs(plan, server_cpu, &servers.nats.url).await?);
+        }
         if wants(Workload::Notify) {
             notify_one_to_one(&servers, plan, &durations, &mut report).await;
         }
@@ -181,6 +192,9 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
         if wants(Workload::Scale) {
             unrelated_services(&servers, plan, &durations, &mut report).await?;
         }
+        if wants(Workload::Federation) {
+            across_hubs(&servers, plan, &durations, &mut report).await;
+        }
     }
     if wants(Workload::Scale) {
         idle_connections(plan, server_cpu, &mut report).await;
@@ -190,6 +204,132 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     }
     check_targets(&mut report);
     Ok(report)
+}
+
+/// Every principal of either hub may act on the other's services.
+const FEDERATED_GRANTS: &str =
+    "[[grants]]\nfrom = \"*\"\nto = \"*\"\nallow = [\"discover\", \"request\", \"notify\"]\n";
+
+/// Hubs `owners` and `callers`, joined over the nats-server at `nats`.
+async fn federated_hubs(plan: &Plan, cpu: Option<usize>, nats: &str) -> anyhow::Result<Federated> {
+    let start = |name: &'static str| {
+        HubProcess::start(HubLaunch {
+            bin: &plan.bins.hub,
+            cpu,
+            ws: true,
+            wrapper: Vec::new(),
+            startup: Duration::from_secs(10),
+            args: vec![
+                "--nats".into(),
+                nats.into(),
+                "--hub-name".into(),
+                name.into(),
+            ],
+            config: FEDERATED_GRANTS,
+        })
+    };
+    Ok(Federated {
+        owners: start("owners").await.context("starting hub owners")?,
+        callers: start("callers").await.context("starting hub callers")?,
+    })
+}
+
+/// Workload 7: the hub figures of a notification and a request that cross
+/// two hubs (the client on one, the service on the other, NATS between),
+/// in the hub (Unix) column, beside direct NATS in the same run; so the
+/// hub/NATS ratio is the cost of going through two hubs.
+async fn across_hubs(servers: &Servers, plan: &Plan, durations: &Durations, report: &mut Report) {
+    const W: &str = "7. across two hubs (hub column: client → hub → NATS → hub → service)";
+    let systems = [System::HubUnix, System::Nats];
+    let spec = NotifySpec {
+        senders: 1,
+        receivers: 1,
+        payload_size: 200,
+        duration: durations.notify,
+        placement: Placement::AcrossHubs,
+    };
+    let mut rate = Row::new(W, "notify 200 B 1→1: delivered msg/s", Format::Count, true);
+    let mut lost = Row::new(
+        W,
+        "notify 200 B 1→1: lost, % of sent",
+        Format::Decimal(3),
+        false,
+    );
+    for run in 0..plan.runs {
+        for system in systems {
+            let tag = format!("x-n-{run}-{}", system as usize);
+            match notify::run(servers, system, &spec, &tag).await {
+                Ok(outcome) => {
+                    progress(&format!(
+                        "{W} notify {} run {run}: {:.0} msg/s, lost {}",
+                        system.label(),
+                        outcome.msgs_per_sec(),
+                        outcome.lost()
+                    ));
+                    rate.push(system, outcome.msgs_per_sec());
+                    lost.push(system, outcome.lost() as f64 / outcome.sent as f64 * 100.0);
+                }
+                Err(error) => {
+                    note_failure(report, &format!("{W} notify {}", system.label()), &error)
+                }
+            }
+        }
+    }
+    report.rows.extend([rate, lost]);
+    for (window, duration, label) in [
+        (1, durations.sequential, "sequential"),
+        (WINDOW, durations.window, "64 in flight"),
+    ] {
+        let spec = RequestSpec {
+            window,
+            duration,
+            payload_size: REQUEST_PAYLOAD,
+            placement: Placement::AcrossHubs,
+        };
+        let mut rate = Row::new(
+            W,
+            &format!("request/reply {label}: requests/s"),
+            Format::Count,
+            true,
+        );
+        let mut p50 = Row::new(
+            W,
+            &format!("request/reply {label}: p50 µs"),
+            Format::Decimal(1),
+            true,
+        );
+        let mut p99 = Row::new(
+            W,
+            &format!("request/reply {label}: p99 µs"),
+            Format::Decimal(1),
+            true,
+        );
+        for run in 0..plan.runs {
+            for system in systems {
+                let tag = format!("x-w{window}-{run}-{}", system as usize);
+                match request::run(servers, system, &spec, &tag).await {
+                    Ok(outcome) => {
+                        progress(&format!(
+                            "{W} request {label} {} run {run}: {:.0} req/s, p50 {:.1} µs, p99 {:.1} µs",
+                            system.label(),
+                            outcome.per_sec(),
+                            outcome.quantile_us(0.5),
+                            outcome.quantile_us(0.99)
+                        ));
+                        rate.push(system, outcome.per_sec());
+                        p50.push(system, outcome.quantile_us(0.5));
+                        p99.push(system, outcome.quantile_us(0.99));
+                    }
+                    Err(error) => note_failure(
+                        report,
+                        &format!("{W} request {label} {}", system.label()),
+                        &error,
+                    ),
+                }
+            }
+        }
+        report.rows.extend([p50, p99, rate]);
+    }
 }
 
 fn note_failure(report: &mut Report, what: &str, error: &anyhow::Error) {
@@ -210,6 +350,7 @@ async fn notify_one_to_one(
             receivers: 1,
             payload_size: size,
             duration: durations.notify,
+            placement: Placement::OneHub,
         };
         let mut rate = Row::new(W, &format!("{label}: delivered msg/s"), Format::Count, true);
         let mut mbs = Row::new(
@@ -306,6 +447,7 @@ async fn notify_fan(servers: &Servers, plan: &Plan, durations: &Durations, repor
             receivers,
             payload_size: 200,
             duration: durations.notify,
+            placement: Placement::OneHub,
         };
         let mut rate = Row::new(
             W,
@@ -359,6 +501,7 @@ async fn requests(
         window,
         duration,
         payload_size: REQUEST_PAYLOAD,
+        placement: Placement::OneHub,
     };
     let mut rate = Row::new(w, "requests/s", Format::Count, true);
     let mut p50 = Row::new(w, "p50 µs", Format::Decimal(1), true);
@@ -459,6 +602,7 @@ async fn unrelated_services(
         receivers: 1,
         payload_size: 200,
         duration: durations.notify,
+        placement: Placement::OneHub,
     };
     let systems: Vec<System> = [System::HubUnix, System::Nats]
         .into_iter()
@@ -783,6 +927,37 @@ fn check_targets(report: &mut Report) {
             target: "subscribe snapshot of 10,000 services < 20 ms".into(),
             met: hub.map(|h| h < 20.0),
             detail: format!("{} ms", fmt(hub, Format::Decimal(2))),
+        });
+    }
+    const X: &str = "7. across two hubs (hub column: client → hub → NATS → hub → service)";
+    for label in ["sequential", "64 in flight"] {
+        if let Some(p50) = report.row(X, &format!("request/reply {label}: p50 µs")) {
+            let ratio = p50.ratio(System::Nats);
+            checks.push(TargetCheck {
+                target: format!(
+                    "a request across two hubs ({label}): p50 ≤ 2× a direct NATS request/reply"
+                ),
+                met: ratio.map(|r| r <= 2.0),
+                detail: format!(
+                    "{} vs {} µs = {}×",
+                    fmt(p50.median(System::HubUnix), Format::Decimal(1)),
+                    fmt(p50.median(System::Nats), Format::Decimal(1)),
+                    fmt(ratio, Format::Decimal(2))
+                ),
+            });
+        }
+    }
+    if let Some(rate) = report.row(X, "notify 200 B 1→1: delivered msg/s") {
+        let ratio = rate.ratio(System::Nats);
+        checks.push(TargetCheck {
+            target: "notifications across two hubs: ≥ 0.5× direct NATS publish".into(),
+            met: ratio.map(|r| r >= 0.5),
+            detail: format!(
+                "{} vs {} msg/s = {}×",
+                fmt(rate.median(System::HubUnix), Format::Count),
+                fmt(rate.median(System::Nats), Format::Count),
+                fmt(ratio, Format::Decimal(2))
+            ),
         });
     }
     report.targets = checks;

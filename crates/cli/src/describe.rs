@@ -58,12 +58,16 @@ fn truncate(text: &str) -> String {
 
 /// A service as the catalog sends it on the wire.
 pub fn service_json(service: &ServiceInfo) -> Value {
-    json!({
+    let mut json = json!({
         "serviceId": service.service_id,
         "clientId": service.client_id,
         "principal": service.principal,
         "metadata": service.metadata,
-    })
+    });
+    if let (Some(hub), Some(object)) = (service.hub(), json.as_object_mut()) {
+        object.insert("hub".into(), json!(hub));
+    }
+    json
 }
 
 /// `svc-…  direct  protocol=…`: one line per service, for error messages.

@@ -12,7 +12,8 @@ const SCRAPE_WAIT: Duration = Duration::from_secs(5);
 /// The most bytes of response read (the hub's page is a few KiB).
 const MAX_RESPONSE: u64 = 1024 * 1024;
 
-/// One metric: its unlabelled value, or its values by `reason` label.
+/// One metric: its unlabelled value, or its values by its one label
+/// (`reason`, or `kind`, `hub`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Metric {
     Value(u64),
@@ -92,9 +93,11 @@ pub fn parse(text: &str) -> Metrics {
                 metrics.insert(sample.to_owned(), Metric::Value(value));
             }
             Some((name, labels)) => {
+                // One label (`reason`, `kind`, `hub`, ...): keyed by its value.
                 let reason = labels
-                    .strip_prefix("reason=\"")
-                    .and_then(|rest| rest.strip_suffix("\"}"));
+                    .split_once("=\"")
+                    .and_then(|(_, rest)| rest.strip_suffix("\"}"))
+                    .filter(|value| !value.contains('"'));
                 let Some(reason) = reason else { continue };
                 let entry = metrics
                     .entry(name.to_owned())

@@ -2,10 +2,13 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context};
+use switchboard_federation::{FederationOptions, Prepared};
+use switchboard_hub::config::FederationSection;
 use switchboard_hub::dir;
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_hub::{Config, Hub, HubOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
@@ -29,21 +32,74 @@ pub struct ServeArgs {
     /// Serve the Unix socket only: no WebSocket, no /metrics.
     #[arg(long, conflicts_with = "ws")]
     no_ws: bool,
-    /// TOML config file: principals, grants, origins, limits.
+    /// TOML config file: principals, grants, origins, limits, [federation].
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Join a fabric of hubs over this NATS server (nats://HOST:PORT); needs
+    /// --hub-name. Overrides [federation] nats.
+    #[arg(long, value_name = "URL")]
+    nats: Option<String>,
+    /// This hub's name in the fabric: 1-64 characters a-z, 0-9 or -, unique
+    /// among the hubs. Overrides [federation] name.
+    #[arg(long, value_name = "NAME")]
+    hub_name: Option<String>,
+}
+
+/// The federation options from the flags and `[federation]` (flags win);
+/// `None` when neither names a NATS server.
+fn federation_options(args: &ServeArgs) -> anyhow::Result<Option<FederationOptions>> {
+    let section = match &args.config {
+        Some(path) => Config::load(path)?.federation.unwrap_or_default(),
+        None => FederationSection::default(),
+    };
+    let nats = args.nats.clone().or(section.nats);
+    let name = args.hub_name.clone().or(section.name);
+    let (nats, name) = match (nats, name) {
+        (None, None) => return Ok(None),
+        (Some(nats), Some(name)) => (nats, name),
+        (Some(_), None) => {
+            bail!("--nats needs --hub-name (or name in [federation]): the hub's name in the fabric")
+        }
+        (None, Some(_)) => bail!(
+            "--hub-name needs --nats (or nats in [federation]): the NATS server of the fabric"
+        ),
+    };
+    Ok(Some(FederationOptions {
+        nats,
+        name,
+        credentials: section.credentials,
+        tls_ca: section.tls_ca,
+        service_ttl: section.service_ttl_ms.map_or(
+            switchboard_federation::DEFAULT_SERVICE_TTL,
+            Duration::from_millis,
+        ),
+    }))
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+    let prepared = match federation_options(&args)? {
+        Some(options) => Some(Prepared::connect(options).await?),
+        None => None,
+    };
     let options = HubOptions {
         dir: dir::resolve(args.dir.dir.as_deref()),
         ws: (!args.no_ws).then_some(args.ws),
         config: args.config,
+        federated: prepared.as_ref().map(Prepared::federated),
     };
-    let hub = Hub::start(options).await?;
+    let hub = match Hub::start(options).await {
+        Ok(hub) => hub,
+        Err(error) => {
+            if let Some(prepared) = prepared {
+                prepared.abandon().await;
+            }
+            return Err(error.into());
+        }
+    };
+    let federation = prepared.map(|prepared| prepared.start(hub.state().clone()));
     loop {
         tokio::select! {
             _ = terminate.recv() => break,
@@ -53,6 +109,9 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 Err(error) => tracing::error!(%error, "reload failed; the old config stays in force"),
             },
         }
+    }
+    if let Some(federation) = federation {
+        federation.leave().await;
     }
     hub.shutdown().await;
     Ok(())

@@ -16,7 +16,8 @@ use crate::serve::DirArgs;
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Table columns: SERVICE (service id), OWNER (owner's client id), PRINCIPAL, METADATA
-(protocol, version, label and namespace when present, else the JSON, shortened).
+(protocol, version, label and namespace when present, else the JSON, shortened);
+on a hub of a federation, HUB too (the hub that owns a service of another hub).
 
 With --watch, each change prints one line after the table:
   TIME + ID SUMMARY     a service was added
@@ -36,6 +37,8 @@ pub struct ServicesArgs {
 }
 
 const HEADER: [&str; 4] = ["SERVICE", "OWNER", "PRINCIPAL", "METADATA"];
+/// The header when some service is of another hub.
+const HEADER_WITH_HUB: [&str; 5] = ["SERVICE", "HUB", "OWNER", "PRINCIPAL", "METADATA"];
 
 pub async fn services(args: ServicesArgs) -> anyhow::Result<()> {
     let client = connect::connect(&args.dir, "services").await?;
@@ -90,18 +93,27 @@ fn services_json(services: &[ServiceInfo]) -> Vec<Value> {
 }
 
 fn table(services: &[ServiceInfo]) -> String {
+    let with_hub = services.iter().any(|s| s.hub().is_some());
     let rows: Vec<Vec<String>> = services
         .iter()
         .map(|s| {
-            vec![
+            let mut row = vec![
                 s.service_id.clone(),
                 s.client_id.clone(),
                 s.principal.label().to_owned(),
                 metadata_summary(&s.metadata),
-            ]
+            ];
+            if with_hub {
+                row.insert(1, s.hub().unwrap_or("-").to_owned());
+            }
+            row
         })
         .collect();
-    describe::table(&HEADER, &rows)
+    if with_hub {
+        describe::table(&HEADER_WITH_HUB, &rows)
+    } else {
+        describe::table(&HEADER, &rows)
+    }
 }
 
 fn now() -> String {

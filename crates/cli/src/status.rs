@@ -40,7 +40,8 @@ const SHOWN: [(&str, &str); 14] = [
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Prints `key: value` lines: hub, dir, pid, socket, websocket, then the counts
+Prints `key: value` lines: hub, dir, pid, socket, websocket, (on a hub of a
+federation: federation, nats, hubs), then the counts
 from the hub's /metrics (connections, services, catalog subscribers, requests
 in flight, started, completed and failed, notifications forwarded and dropped,
 queued bytes, …), counts by reason in parentheses, then the modules the hub
@@ -75,6 +76,10 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         None => Err(anyhow!("the hub serves no WebSocket port, so no /metrics")),
     };
     let modules = supervised(&args.dir).await;
+    let federation = info
+        .federation
+        .as_ref()
+        .map(|federation| Federation::of(&federation.name, metrics.as_ref().ok()));
     if args.json {
         let mut report = json!({
             "running": true,
@@ -85,6 +90,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "metrics": metrics.as_ref().map_or(Value::Null, metrics_json),
             "modules": modules.as_ref().ok(),
         });
+        if let (Some(federation), Some(report)) = (&federation, report.as_object_mut()) {
+            report.insert("federation".into(), federation.json());
+        }
         if let (Err(error), Some(report)) = (&metrics, report.as_object_mut()) {
             report.insert("metricsError".into(), json!(format!("{error:#}")));
         }
@@ -98,6 +106,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         format!("socket: {}", info.socket.display()),
         format!("websocket: {}", info.ws.as_deref().unwrap_or("none")),
     ];
+    if let Some(federation) = &federation {
+        lines.extend(federation.lines());
+    }
     match &metrics {
         Ok(metrics) => lines.extend(metric_lines(metrics)),
         Err(error) => lines.push(format!("metrics: unavailable ({error:#})")),
@@ -191,6 +202,76 @@ async fn ping(socket: &Path) -> anyhow::Result<()> {
         bail!("unexpected answer to ping: {}", line.trim_end());
     }
     Ok(())
+}
+
+/// What `/metrics` says of the fabric this hub is part of.
+struct Federation {
+    name: String,
+    /// `None`: the metrics could not be read.
+    connected: Option<bool>,
+    joined: bool,
+    name_conflict: bool,
+    /// The other hubs seen, with the services each lists here.
+    hubs: Vec<(String, u64)>,
+}
+
+impl Federation {
+    fn of(name: &str, metrics: Option<&Metrics>) -> Federation {
+        let value = |metric: &str| match metrics.and_then(|m| m.get(metric)) {
+            Some(Metric::Value(value)) => Some(*value),
+            _ => None,
+        };
+        let hubs = match metrics.and_then(|m| m.get("federation_remote_services")) {
+            Some(Metric::ByReason(hubs)) => hubs.iter().map(|(h, n)| (h.clone(), *n)).collect(),
+            _ => Vec::new(),
+        };
+        Federation {
+            name: name.to_owned(),
+            connected: value("federation_nats_connected").map(|v| v == 1),
+            joined: value("federation_joined") == Some(1),
+            name_conflict: value("federation_name_conflict") == Some(1),
+            hubs,
+        }
+    }
+
+    fn lines(&self) -> Vec<String> {
+        let state = if self.name_conflict {
+            " (another live hub holds this name: local clients only)"
+        } else if !self.joined {
+            " (not joined yet)"
+        } else {
+            ""
+        };
+        let nats = match self.connected {
+            Some(true) => "connected",
+            Some(false) => "disconnected (reconnecting)",
+            None => "unknown",
+        };
+        let hubs = if self.hubs.is_empty() {
+            "none".to_owned()
+        } else {
+            self.hubs
+                .iter()
+                .map(|(hub, n)| format!("{hub} ({n} service{})", if *n == 1 { "" } else { "s" }))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        vec![
+            format!("federation: {}{state}", self.name),
+            format!("nats: {nats}"),
+            format!("hubs: {hubs}"),
+        ]
+    }
+
+    fn json(&self) -> Value {
+        json!({
+            "name": self.name,
+            "natsConnected": self.connected,
+            "joined": self.joined,
+            "nameConflict": self.name_conflict,
+            "hubs": self.hubs.iter().map(|(hub, n)| json!({"name": hub, "services": n})).collect::<Vec<_>>(),
+        })
+    }
 }
 
 fn metric_lines(metrics: &Metrics) -> Vec<String> {

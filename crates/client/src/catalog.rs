@@ -25,6 +25,12 @@ pub struct ServiceInfo {
 }
 
 impl ServiceInfo {
+    /// The hub that owns a service learned from another hub of a
+    /// federation; `None` for a service of this client's own hub.
+    pub fn hub(&self) -> Option<&str> {
+        self.principal.hub()
+    }
+
     fn from_wire(service: Service) -> Self {
         ServiceInfo {
             metadata: serde_json::from_str(service.metadata.get()).unwrap_or(Value::Null),

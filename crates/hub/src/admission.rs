@@ -69,7 +69,9 @@ struct Table {
 
 struct Admitted {
     conn: Arc<Conn>,
-    _slot: ConnectionSlot,
+    /// `None` for the hub's own connections (links, the feed), which take
+    /// no slot of `maxConnections`.
+    _slot: Option<ConnectionSlot>,
 }
 
 /// Why a connection was not admitted.
@@ -130,9 +132,34 @@ impl Admission {
         transport: Transport,
         limits: &Limits,
     ) -> Result<Arc<Conn>, ShuttingDown> {
+        let conn = self.insert(Some(slot), transport, limits)?;
+        self.accepted.fetch_add(1, Ordering::Relaxed);
+        Ok(conn)
+    }
+
+    /// A connection the hub makes for itself (a federation link, the
+    /// catalog feed): in the table like any other, so shutdown closes it and
+    /// scrapes count its queue and requests, but without a slot.
+    pub fn admit_internal(
+        &self,
+        transport: Transport,
+        limits: &Limits,
+    ) -> Result<Arc<Conn>, ShuttingDown> {
+        debug_assert!(!transport.is_client());
+        self.insert(None, transport, limits)
+    }
+
+    fn insert(
+        &self,
+        slot: Option<ConnectionSlot>,
+        transport: Transport,
+        limits: &Limits,
+    ) -> Result<Arc<Conn>, ShuttingDown> {
         let mut table = self.table.lock();
         if table.closed {
-            self.count_refused();
+            if slot.is_some() {
+                self.count_refused();
+            }
             return Err(ShuttingDown);
         }
         let out = Outbound::new(limits.notify_shed_bytes, limits.slow_consumer_bytes);
@@ -144,7 +171,6 @@ impl Admission {
                 _slot: slot,
             },
         );
-        self.accepted.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
 
@@ -192,6 +218,13 @@ pub struct Open<'a>(MutexGuard<'a, Table>);
 impl Open<'_> {
     pub fn len(&self) -> usize {
         self.0.open.len()
+    }
+
+    /// Open connections of clients (links and the feed left out).
+    pub fn clients(&self) -> usize {
+        self.iter()
+            .filter(|conn| conn.transport.is_client())
+            .count()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Conn>> {

@@ -13,12 +13,19 @@
 //! token_file = "tokens/explorer"                # relative to this file; or token = "…"
 //!
 //! [[grants]]
-//! from = "explorer"                             # principal name or "*"
-//! to = "git"
+//! from = "explorer"                             # principal name, "*", or of
+//! to = "git"                                    # another hub: "HUB/NAME", "HUB/*"
 //! allow = ["discover", "request", "notify"]
 //!
 //! [modules.git]                                 # a module the hub starts and supervises
 //! command = "git-sidecar"                       # see `modules/spec.rs`
+//!
+//! [federation]                                  # hubs over NATS (docs/federation.md)
+//! nats = "nats://127.0.0.1:4222"
+//! name = "laptop"
+//! credentials = "laptop.creds"                  # relative to this file
+//! tls_ca = "ca.pem"
+//! serviceTtlMs = 15000
 //! ```
 //!
 //! Unknown keys are errors, so a typo never silently weakens the policy.
@@ -62,6 +69,8 @@ pub enum ConfigError {
         line: usize,
         problem: String,
     },
+    #[error("config file {path}: [federation]: {problem}")]
+    Federation { path: PathBuf, problem: String },
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +86,34 @@ struct File {
     grants: Vec<GrantSection>,
     #[serde(default)]
     modules: BTreeMap<String, toml::Spanned<ModuleSection>>,
+    federation: Option<FederationSection>,
+}
+
+/// `[federation]`, read here so that a typo is an error like anywhere else
+/// in the file; the federation crate acts on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FederationSection {
+    /// The NATS server's URL (`nats://`, `tls://`).
+    pub nats: Option<String>,
+    /// This hub's name in the fabric (`[a-z0-9-]`, 1-64 characters).
+    pub name: Option<String>,
+    /// A NATS credentials file (JWT and NKey seed); made absolute.
+    pub credentials: Option<PathBuf>,
+    /// A PEM file of CA certificates to trust for the NATS server's TLS; made absolute.
+    pub tls_ca: Option<PathBuf>,
+    /// How soon the other hubs forget this hub's services after it
+    /// vanishes without a word (`federation.serviceTtlMs`).
+    #[serde(rename = "serviceTtlMs")]
+    pub service_ttl_ms: Option<u64>,
+}
+
+/// Whether `name` is a hub name: 1-64 characters `[a-z0-9-]`.
+pub fn is_hub_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,6 +154,8 @@ pub struct Config {
     pub grants: Vec<Grant>,
     /// `[modules.NAME]`, by name.
     pub modules: Vec<ModuleSpec>,
+    /// `[federation]`, if the file has one (paths made absolute).
+    pub federation: Option<FederationSection>,
 }
 
 impl Config {
@@ -212,9 +251,18 @@ impl Config {
                     || modules.iter().any(|module| module.name == name)
                 {
                     Ok(Selector::Named(name.to_owned()))
+                } else if let Some(selector) = Selector::on_hub(name) {
+                    // A principal of another hub: its name is that hub's to
+                    // check, only the form is checked here.
+                    match name.split_once('/') {
+                        Some((hub, principal)) if is_hub_name(hub) && !principal.is_empty() && !principal.contains('/') => Ok(selector),
+                        _ => Err(problem(format!(
+                            "{name:?}: a principal of another hub is HUB/NAME or HUB/*, HUB being 1-64 characters a-z, 0-9 or -"
+                        ))),
+                    }
                 } else {
                     Err(problem(format!(
-                        "{name:?} is not a principal or module of this file (or \"*\")"
+                        "{name:?} is not a principal or module of this file (or \"*\", or HUB/NAME of another hub)"
                     )))
                 }
             };
@@ -231,6 +279,11 @@ impl Config {
             grants.push(Grant::new(from, to, &actions));
         }
 
+        let federation = file
+            .federation
+            .map(|section| check_federation(section, base, path))
+            .transpose()?;
+
         Ok(Config {
             limits,
             allowed_origins: file.hub.allowed_origins,
@@ -239,6 +292,7 @@ impl Config {
             principals,
             grants,
             modules,
+            federation,
         })
     }
 
@@ -252,6 +306,31 @@ impl Config {
             self.allowed_origins.clone(),
         )
     }
+}
+
+/// Checks `[federation]`'s values and makes its paths absolute.
+fn check_federation(
+    mut section: FederationSection,
+    base: &Path,
+    path: &Path,
+) -> Result<FederationSection, ConfigError> {
+    let problem = |problem: String| ConfigError::Federation {
+        path: path.to_owned(),
+        problem,
+    };
+    if let Some(name) = &section.name {
+        if !is_hub_name(name) {
+            return Err(problem(format!(
+                "name {name:?} is not a hub name: 1-64 characters a-z, 0-9 or -"
+            )));
+        }
+    }
+    if section.service_ttl_ms == Some(0) {
+        return Err(problem("serviceTtlMs must be at least 1".into()));
+    }
+    section.credentials = section.credentials.map(|file| base.join(file));
+    section.tls_ca = section.tls_ca.map(|file| base.join(file));
+    Ok(section)
 }
 
 /// Where the file is wrong and why, without quoting it: toml's own message
@@ -356,6 +435,54 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("s3cret"), "{text}");
+    }
+
+    #[test]
+    fn grants_may_name_principals_of_other_hubs() {
+        let config = parse(
+            r#"
+            [principals.git]
+            token = "g"
+            [[grants]]
+            from = "laptop/explorer"
+            to = "git"
+            allow = ["request"]
+            [[grants]]
+            from = "git"
+            to = "server/*"
+            allow = ["discover"]
+            "#,
+        )
+        .unwrap();
+        let policy = config.policy("d");
+        let git = Principal::reserved("git");
+        let explorer = Principal::reserved("explorer").on_hub("laptop");
+        assert!(policy.allows(&explorer, &git, Action::Request));
+        assert!(policy.allows(&git, &Principal::Direct.on_hub("server"), Action::Discover));
+        for bad in ["Laptop/explorer", "laptop/", "/git", "a/b/c"] {
+            let text = format!("[[grants]]\nfrom = \"{bad}\"\nto = \"*\"\nallow = [\"notify\"]\n");
+            let error = parse(&text).unwrap_err().to_string();
+            assert!(error.contains("HUB/NAME"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_federation_section_is_checked() {
+        let config = parse(
+            "[federation]\nnats = \"nats://127.0.0.1:4222\"\nname = \"laptop\"\ncredentials = \"l.creds\"\nserviceTtlMs = 2000\n",
+        )
+        .unwrap();
+        let federation = config.federation.unwrap();
+        assert_eq!(federation.name.as_deref(), Some("laptop"));
+        assert_eq!(federation.service_ttl_ms, Some(2000));
+        assert_eq!(
+            federation.credentials.unwrap(),
+            Path::new("/nonexistent/l.creds")
+        );
+        let error = parse("[federation]\nname = \"Laptop\"\n").unwrap_err();
+        assert!(error.to_string().contains("not a hub name"), "{error}");
+        let error = parse("[federation]\nnmae = \"x\"\n").unwrap_err();
+        assert!(error.to_string().contains("nmae"), "{error}");
     }
 
     #[test]

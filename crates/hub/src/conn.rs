@@ -20,11 +20,24 @@ use crate::pending;
 use crate::policy::PrincipalRef;
 use crate::wire;
 
-/// Which listener a connection came through (for logs).
+/// Which listener a connection came through, or which part of the hub
+/// made it (for logs and metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     Unix,
     WebSocket,
+    /// Another hub of a federation (`link.rs`): its queue is drained by the
+    /// federation, not by a socket writer.
+    Link,
+    /// The federation's own view of the catalog (`link.rs`, `CatalogFeed`).
+    Feed,
+}
+
+impl Transport {
+    /// Whether a client connected through a listener (not a part of the hub).
+    pub fn is_client(self) -> bool {
+        matches!(self, Transport::Unix | Transport::WebSocket)
+    }
 }
 
 /// Who is behind an initialized connection. Set once, by `initialize`.

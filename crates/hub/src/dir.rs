@@ -237,6 +237,7 @@ mod tests {
                 socket: first.socket_path(),
                 ws: None,
                 token: "t".into(),
+                federation: None,
             })
             .unwrap();
         let mode = fs::metadata(dir.join(INFO_FILE)).unwrap().mode() & 0o777;

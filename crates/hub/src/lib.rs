@@ -15,10 +15,13 @@
 //!   connection's end and shutdown, config reloads, metrics;
 //! - [`policy`] and [`config`]: principals, tokens and grants;
 //! - [`modules`]: the processes the hub starts, proves and restarts;
-//! - [`dir`]: the hub directory, lock and `hub.json`.
+//! - [`dir`]: the hub directory, lock and `hub.json`;
+//! - [`link`]: what a federation (the `switchboard-federation` crate) may
+//!   do to a running hub: other hubs as link connections, the catalog feed.
 
 pub mod config;
 pub mod dir;
+pub mod link;
 pub mod modules;
 pub mod policy;
 pub mod server;
@@ -29,6 +32,7 @@ pub mod fuzzing;
 
 mod admission;
 mod conn;
+mod federated;
 mod ids;
 mod metrics;
 mod outbound;
@@ -48,5 +52,5 @@ mod wire;
 pub use config::Config;
 pub use dir::HubInfo;
 pub use scrape::Bookkeeping;
-pub use server::{Hub, HubOptions, StartError};
+pub use server::{Federated, FederationMetrics, Hub, HubOptions, StartError};
 pub use state::HubState;

@@ -105,6 +105,12 @@ impl<C> OwnerPending<C> {
     /// Closes the table and takes every entry (the owner left).
     pub fn close(&mut self) -> Vec<(u64, Entry<C>)> {
         self.closed = true;
+        self.take_all()
+    }
+
+    /// Takes every entry, leaving the table open (a federation link whose
+    /// hub stopped answering: what was sent is lost, what comes is not).
+    pub fn take_all(&mut self) -> Vec<(u64, Entry<C>)> {
         let taken: Vec<(u64, Entry<C>)> = self.entries.drain().collect();
         for (_, entry) in &taken {
             entry.service.0.fetch_sub(1, Ordering::Relaxed);

@@ -57,18 +57,45 @@ impl Action {
 /// Which principals a grant's `from` or `to` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Selector {
-    /// `"*"`: every principal, `direct` and `unverified` included.
+    /// `"*"`: every principal, `direct`, `unverified` and the principals of
+    /// other hubs of a federation included.
     Any,
-    /// A named (reserved) principal.
+    /// A named (reserved) principal of this hub.
     Named(String),
+    /// `"HUB/NAME"` (one principal of another hub: `NAME` is a reserved
+    /// principal's name, or `direct` or `unverified`) or `"HUB/*"`
+    /// (`principal: None`: every principal of that hub).
+    OnHub {
+        hub: String,
+        principal: Option<Principal>,
+    },
 }
 
 impl Selector {
+    /// `HUB/NAME` or `HUB/*`, if `text` has that form.
+    pub fn on_hub(text: &str) -> Option<Selector> {
+        let (hub, name) = text.split_once('/')?;
+        let principal = match name {
+            "*" => None,
+            "direct" => Some(Principal::Direct),
+            "unverified" => Some(Principal::Unverified),
+            name => Some(Principal::reserved(name)),
+        };
+        Some(Selector::OnHub {
+            hub: hub.to_owned(),
+            principal,
+        })
+    }
+
     fn matches(&self, principal: &Principal) -> bool {
         match (self, principal) {
             (Selector::Any, _) => true,
             (Selector::Named(name), Principal::Reserved { module_id }) => name == module_id,
             (Selector::Named(_), _) => false,
+            (Selector::OnHub { hub, principal: on }, principal) => {
+                principal.hub() == Some(hub.as_str())
+                    && on.as_ref().is_none_or(|on| on == principal.local())
+            }
         }
     }
 }
@@ -184,7 +211,8 @@ impl Policy {
     /// `direct` may act on everything; a reserved principal on its own
     /// principal's services; anything else needs a grant. (A connection acting
     /// on its own services is decided by the caller of this function, which
-    /// knows connections.)
+    /// knows connections.) Only local principals match the first two rules:
+    /// `direct` of another hub is `HUB/direct` here, and needs a grant.
     pub fn allows(&self, caller: &Principal, owner: &Principal, action: Action) -> bool {
         match (caller, owner) {
             (Principal::Direct, _) => true,
@@ -279,6 +307,45 @@ mod tests {
         assert!(!policy.allows(&Principal::Unverified, &Principal::Direct, Action::Request));
         let anonymous = policy.authenticate(None).unwrap();
         assert_eq!(anonymous.principal.principal, Principal::Unverified);
+    }
+
+    #[test]
+    fn principals_of_other_hubs_need_grants_that_name_their_hub() {
+        let selector = |text: &str| Selector::on_hub(text).unwrap();
+        let policy = Policy::new(
+            "t",
+            vec![("git".into(), "g".into())],
+            vec![
+                Grant::new(
+                    selector("laptop/explorer"),
+                    Selector::Named("git".into()),
+                    &[Action::Request],
+                ),
+                Grant::new(selector("server/*"), Selector::Any, &[Action::Notify]),
+                Grant::new(
+                    Selector::Any,
+                    selector("laptop/direct"),
+                    &[Action::Discover],
+                ),
+            ],
+            false,
+            vec![],
+        );
+        let git = Principal::reserved("git");
+        let explorer_on_laptop = Principal::reserved("explorer").on_hub("laptop");
+        let explorer_on_server = Principal::reserved("explorer").on_hub("server");
+        assert!(policy.allows(&explorer_on_laptop, &git, Action::Request));
+        assert!(!policy.allows(&explorer_on_laptop, &git, Action::Notify));
+        assert!(!policy.allows(&explorer_on_server, &git, Action::Request));
+        assert!(policy.allows(&explorer_on_server, &git, Action::Notify));
+        assert!(!policy.allows(&Principal::reserved("explorer"), &git, Action::Request));
+        // `direct` of another hub is not `direct` here; nor is `git` there `git` here.
+        let direct_on_laptop = Principal::Direct.on_hub("laptop");
+        assert!(!policy.allows(&direct_on_laptop, &git, Action::Request));
+        assert!(!policy.allows(&git.clone().on_hub("laptop"), &git, Action::Request));
+        assert!(policy.allows(&git, &direct_on_laptop, Action::Discover));
+        assert!(!policy.allows(&git, &Principal::Direct, Action::Discover));
+        assert!(policy.allows(&Principal::Direct, &direct_on_laptop, Action::Request));
     }
 
     #[test]

@@ -52,6 +52,19 @@ const UNREGISTERED: u8 = 1;
 const DISCONNECTED: u8 = 2;
 
 impl ServiceRoute {
+    fn new(id: &str, owner: &Arc<Conn>, owner_principal: Arc<PrincipalRef>) -> Arc<Self> {
+        let mut id_json = Vec::with_capacity(id.len() + 2);
+        wire::json_string(&mut id_json, id);
+        Arc::new(ServiceRoute {
+            id: id.into(),
+            id_json: into_text(id_json),
+            owner: owner.clone(),
+            owner_principal,
+            in_flight: Arc::default(),
+            gone: AtomicU8::new(LIVE),
+        })
+    }
+
     pub fn gone(&self) -> Option<GoneReason> {
         match self.gone.load(Ordering::Acquire) {
             UNREGISTERED => Some(GoneReason::Unregistered),
@@ -92,6 +105,9 @@ pub struct Registry {
     policy: ArcSwap<Policy>,
     /// Mirror of the catalog's `serverSeq` for readers that need no lock.
     seq: AtomicU64,
+    /// What minted service ids start with: `svc-`, or `svc-<hub name>-` on
+    /// a hub of a federation (so a hub can only publish ids of its own).
+    id_prefix: Box<str>,
 }
 
 /// Whether `viewer` may discover `route` under `policy`.
@@ -164,6 +180,50 @@ fn gone_label(reason: GoneReason) -> &'static str {
 }
 
 impl Catalog {
+    /// Lists a new service (`json`: its whole `Service` object) and
+    /// publishes `added`.
+    fn insert(
+        &mut self,
+        seq_mirror: &AtomicU64,
+        policy: &Policy,
+        route: &Arc<ServiceRoute>,
+        json: Box<str>,
+    ) {
+        let action = added_action(&json);
+        self.registrations += 1;
+        let order = self.registrations;
+        self.services.insert(
+            route.id.clone(),
+            Listed {
+                route: route.clone(),
+                json,
+                order,
+            },
+        );
+        self.owned
+            .entry(route.owner.id)
+            .or_default()
+            .push(route.clone());
+        self.publish(seq_mirror, policy, route, &action);
+    }
+
+    /// Unlists a service, marks it gone and publishes `removed` with `reason`.
+    fn remove(
+        &mut self,
+        seq_mirror: &AtomicU64,
+        policy: &Policy,
+        route: &Arc<ServiceRoute>,
+        reason: GoneReason,
+    ) {
+        self.services.remove(&route.id);
+        if let Some(owned) = self.owned.get_mut(&route.owner.id) {
+            owned.retain(|r| !Arc::ptr_eq(r, route));
+        }
+        route.set_gone(reason);
+        let action = removed_action(&route.id, gone_label(reason));
+        self.publish(seq_mirror, policy, route, &action);
+    }
+
     /// Stamps the next `serverSeq` on an action and queues it for every
     /// subscriber that may see `route`.
     fn publish(
@@ -193,11 +253,12 @@ fn send_action(subscriber: &Conn, seq: u64, action: &str) {
 }
 
 impl Registry {
-    pub fn new(policy: Arc<Policy>) -> Self {
+    pub fn new(policy: Arc<Policy>, id_prefix: &str) -> Self {
         Registry {
             catalog: RwLock::new(Catalog::default()),
             policy: ArcSwap::new(policy),
             seq: AtomicU64::new(0),
+            id_prefix: id_prefix.into(),
         }
     }
 
@@ -252,39 +313,14 @@ impl Registry {
             ));
         }
         let id = loop {
-            let id = ids::mint("svc-");
+            let id = ids::mint(&self.id_prefix);
             if !catalog.services.contains_key(id.as_str()) {
                 break id.into_boxed_str();
             }
         };
-        let mut id_json = Vec::with_capacity(id.len() + 2);
-        wire::json_string(&mut id_json, &id);
-        let route = Arc::new(ServiceRoute {
-            id: id.clone(),
-            id_json: into_text(id_json),
-            owner: owner.clone(),
-            owner_principal: identity.principal.clone(),
-            in_flight: Arc::default(),
-            gone: AtomicU8::new(LIVE),
-        });
+        let route = ServiceRoute::new(&id, owner, identity.principal.clone());
         let json = service_json(&id, identity, metadata);
-        let action = added_action(&json);
-        catalog.registrations += 1;
-        let order = catalog.registrations;
-        catalog.services.insert(
-            id.clone(),
-            Listed {
-                route: route.clone(),
-                json,
-                order,
-            },
-        );
-        catalog
-            .owned
-            .entry(owner.id)
-            .or_default()
-            .push(route.clone());
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        catalog.insert(&self.seq, &self.policy.load(), &route, json);
         Ok(id)
     }
 
@@ -325,13 +361,12 @@ impl Registry {
             .owned_by(&catalog, owner, service_id, "unregister")?
             .route
             .clone();
-        catalog.services.remove(service_id);
-        if let Some(owned) = catalog.owned.get_mut(&owner.id) {
-            owned.retain(|r| !Arc::ptr_eq(r, &route));
-        }
-        route.set_gone(GoneReason::Unregistered);
-        let action = removed_action(&route.id, gone_label(GoneReason::Unregistered));
-        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        catalog.remove(
+            &self.seq,
+            &self.policy.load(),
+            &route,
+            GoneReason::Unregistered,
+        );
         Ok(route)
     }
 
@@ -433,6 +468,73 @@ impl Registry {
             }
         }
         self.seq.store(catalog.seq, Ordering::Release);
+    }
+
+    /// Lists a service of another hub, owned here by the link `owner`
+    /// (`link.rs`): `json` is its whole `Service` object, `hub` included.
+    /// Refused (`false`) if the id is taken.
+    pub fn register_remote(
+        &self,
+        owner: &Arc<Conn>,
+        service_id: &str,
+        json: Box<str>,
+        principal: Arc<PrincipalRef>,
+    ) -> bool {
+        let mut catalog = self.catalog.write();
+        if catalog.services.contains_key(service_id) {
+            return false;
+        }
+        let route = ServiceRoute::new(service_id, owner, principal);
+        catalog.insert(&self.seq, &self.policy.load(), &route, json);
+        true
+    }
+
+    /// New metadata for a service the link `owner` listed; `false` if it
+    /// lists no such service.
+    pub fn update_remote(
+        &self,
+        owner: &Conn,
+        service_id: &str,
+        json: Box<str>,
+        metadata: &RawValue,
+    ) -> bool {
+        let mut catalog = self.catalog.write();
+        let Some(listed) = catalog
+            .services
+            .get_mut(service_id)
+            .filter(|listed| listed.route.owner.id == owner.id)
+        else {
+            return false;
+        };
+        listed.json = json;
+        let route = listed.route.clone();
+        let action = updated_action(service_id, metadata);
+        catalog.publish(&self.seq, &self.policy.load(), &route, &action);
+        true
+    }
+
+    /// Removes a service the link `owner` listed, with `reason`; returns its
+    /// route so its pending requests can be failed.
+    pub fn unregister_remote(
+        &self,
+        owner: &Conn,
+        service_id: &str,
+        reason: GoneReason,
+    ) -> Option<Arc<ServiceRoute>> {
+        let mut catalog = self.catalog.write();
+        let route = catalog
+            .services
+            .get(service_id)
+            .filter(|listed| listed.route.owner.id == owner.id)?
+            .route
+            .clone();
+        catalog.remove(&self.seq, &self.policy.load(), &route, reason);
+        Some(route)
+    }
+
+    /// Services a connection owns (a link: the services of its hub).
+    pub fn owned_count(&self, owner: &Conn) -> usize {
+        self.catalog.read().owned.get(&owner.id).map_or(0, Vec::len)
     }
 
     pub fn service_count(&self) -> usize {

@@ -16,7 +16,7 @@ use switchboard_protocol::error::GoneReason;
 use switchboard_protocol::jsonrpc::ErrorObject;
 use tokio::time::Instant;
 
-use crate::conn::{Conn, Entry};
+use crate::conn::{Conn, Entry, Transport};
 use crate::metrics::{Counters, RequestFailure};
 use crate::outbound::{Class, Pushed};
 use crate::registry::ServiceRoute;
@@ -47,7 +47,11 @@ pub fn cancel(hub: &HubState, caller: &Conn, params: Option<&RawValue>) {
     };
     hub.timers.remove(entry.deadline, call.forwarded_id);
     caller.counters.request_failed(RequestFailure::Cancelled);
-    answer_caller(&entry, &reply::cancelled());
+    // A federation link's hub answered its own caller when it sent the
+    // cancel (its entry is gone there): an answer would only be dropped.
+    if caller.transport != Transport::Link {
+        answer_caller(&entry, &reply::cancelled());
+    }
 }
 
 /// Takes the entry of `forwarded_id` from `owner`, and if there was one,
@@ -108,8 +112,35 @@ fn fail_gone(hub: &HubState, entries: Vec<(u64, Entry)>, reason: GoneReason) {
 
 /// A service was unregistered: fail its pending requests.
 pub fn service_unregistered(hub: &HubState, route: &ServiceRoute) {
+    service_removed(hub, route, GoneReason::Unregistered);
+}
+
+/// A service was removed (unregistered, or its owner's hub gone): fail its
+/// pending requests with `reason`.
+pub fn service_removed(hub: &HubState, route: &ServiceRoute, reason: GoneReason) {
     let entries = route.owner.pending.lock().take_service(&route.in_flight);
-    fail_gone(hub, entries, GoneReason::Unregistered);
+    fail_gone(hub, entries, reason);
+}
+
+/// An owner that stays (a federation link) will not answer what is pending
+/// on it: fail it all with `reason`; returns how many.
+pub fn fail_all_pending(hub: &HubState, owner: &Conn, reason: GoneReason) -> usize {
+    let entries = owner.pending.lock().take_all();
+    let failed = entries.len();
+    fail_gone(hub, entries, reason);
+    failed
+}
+
+/// Fails one request pending on `owner` with `error` (a federation link
+/// that could not send it); `false` if it was settled already.
+pub fn fail_one(hub: &HubState, owner: &Conn, forwarded_id: u64, error: &ErrorObject) -> bool {
+    let Some(entry) = owner.pending.lock().take(forwarded_id) else {
+        return false;
+    };
+    forget(hub, forwarded_id, &entry);
+    hub.counters.request_failed(RequestFailure::Limit);
+    answer_caller(&entry, error);
+    true
 }
 
 /// An owner left: fail every request pending on its services; accept no more.

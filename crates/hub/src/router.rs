@@ -23,7 +23,7 @@ use switchboard_protocol::scan;
 use switchboard_protocol::ErrorCode;
 use tokio::time::Instant;
 
-use crate::conn::{Call, Conn, Entry, Identity};
+use crate::conn::{Call, Conn, Entry, Identity, Transport};
 use crate::metrics::{Counters, NotifyDrop, RequestFailure};
 use crate::outbound::{Class, Pushed};
 use crate::pending::CallerId;
@@ -426,14 +426,16 @@ fn forward(
     // queued under it) can never overtake the request itself. If the
     // owner's queue refuses it, the owner is going away and its teardown
     // fails this entry with -32052.
+    // A federation link takes the deadline along to the owner's hub.
+    let kind = match route.owner.transport {
+        Transport::Link => Routed::LinkRequest {
+            id: forwarded_id,
+            timeout_ms: request.timeout_ms,
+        },
+        _ => Routed::Request(forwarded_id),
+    };
     let pushed = route.owner.out.push(Class::Essential, |buf| {
-        wire::routed(
-            buf,
-            Routed::Request(forwarded_id),
-            &header,
-            request.method,
-            request.params,
-        )
+        wire::routed(buf, kind, &header, request.method, request.params)
     });
     drop(pending);
     if pushed == Pushed::Congested {

@@ -25,7 +25,7 @@ impl HubState {
         // same lock, so it is counted exactly once.
         let open = self.admission.open();
         let mut gauges = Gauges {
-            connections: open.len() as u64,
+            connections: open.clients() as u64,
             connections_accepted: self.admission.accepted(),
             connections_refused: self.admission.refused(),
             services: self.registry.service_count() as u64,
@@ -44,6 +44,9 @@ impl HubState {
         drop(open);
         let services = self.registry.reserved_service_counts();
         self.modules.render_metrics(&services, &mut text);
+        if let Some(federated) = &self.federated {
+            federated.metrics.render_metrics(&mut text);
+        }
         text
     }
 

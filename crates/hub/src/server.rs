@@ -11,12 +11,14 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
 use crate::dir::{DirError, HubDir, HubInfo};
+pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
 use crate::reload;
 use crate::requests;
 use crate::state::HubState;
 use crate::teardown;
 use crate::transport::{http, unix};
+use switchboard_protocol::discovery::FederationInfo;
 
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -29,6 +31,9 @@ pub struct HubOptions {
     pub ws: Option<SocketAddr>,
     /// The TOML config file, if any.
     pub config: Option<PathBuf>,
+    /// Set when the hub is part of a federation (the `switchboard-federation`
+    /// crate makes it); `None`: a hub of its own.
+    pub federated: Option<Federated>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +73,7 @@ impl Hub {
             &config,
             options.config.clone(),
             token.clone(),
+            options.federated.clone(),
         ));
 
         let socket = dir.socket_path();
@@ -119,6 +125,9 @@ impl Hub {
             socket,
             ws: ws_url,
             token,
+            federation: options.federated.as_ref().map(|f| FederationInfo {
+                name: f.name.clone(),
+            }),
         };
         dir.write_info(&info)?;
         tracing::info!(

@@ -163,7 +163,9 @@ impl Session {
     pub fn new(hub: Arc<HubState>, conn: Arc<Conn>, bearer: Option<Bearer>) -> Self {
         let peer = match conn.transport {
             Transport::Unix => Peer::Unix(None),
-            Transport::WebSocket => Peer::WebSocket,
+            // Links and the feed never speak through a session; were one
+            // to, it would be no process the hub could check, like a WebSocket.
+            Transport::WebSocket | Transport::Link | Transport::Feed => Peer::WebSocket,
         };
         Session {
             hub,
@@ -468,7 +470,7 @@ impl Session {
 
     fn complete_initialize(&self, id: &RawValue, checked: CheckedInit) {
         let identity = Identity::new(
-            ids::mint("c-"),
+            ids::mint(&self.hub.client_id_prefix),
             checked.authenticated.principal,
             checked.authenticated.token_digest,
         );

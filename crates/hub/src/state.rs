@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
+use crate::federated::Federated;
 use crate::metrics::Counters;
 use crate::modules::Modules;
 use crate::pending::ForwardIds;
@@ -41,14 +42,29 @@ pub struct HubState {
     reloads: AtomicU64,
     /// Cancelled once shutdown begins; accept loops and the timer task stop.
     stopping: CancellationToken,
+    /// What minted client ids start with: `c-`, or `c-<hub name>-` on a hub
+    /// of a federation.
+    pub client_id_prefix: Box<str>,
+    /// The federation this hub is part of, if any.
+    pub federated: Option<Federated>,
 }
 
 impl HubState {
-    pub fn new(config: &Config, config_path: Option<PathBuf>, direct_token: String) -> Self {
+    pub fn new(
+        config: &Config,
+        config_path: Option<PathBuf>,
+        direct_token: String,
+        federated: Option<Federated>,
+    ) -> Self {
         let policy = Arc::new(config.policy(&direct_token));
+        // On a hub of a federation, ids name the hub: the other hubs check
+        // that a hub speaks only for its own clients and services.
+        let namespace = federated
+            .as_ref()
+            .map_or_else(String::new, |f| format!("{}-", f.name));
         HubState {
             limits: config.limits.clone(),
-            registry: Registry::new(policy),
+            registry: Registry::new(policy, &format!("svc-{namespace}")),
             timers: Timers::default(),
             forward_ids: ForwardIds::default(),
             counters: Counters::default(),
@@ -59,6 +75,8 @@ impl HubState {
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),
             stopping: CancellationToken::new(),
+            client_id_prefix: format!("c-{namespace}").into(),
+            federated,
         }
     }
 

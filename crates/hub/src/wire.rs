@@ -81,6 +81,9 @@ pub enum Routed {
     Notification,
     /// `clientService/handleRequest` with the hub-minted id.
     Request(u64),
+    /// The same to a federation link, with the caller's `timeoutMs`, so
+    /// the owner's hub keeps the same deadline (`link.rs`).
+    LinkRequest { id: u64, timeout_ms: u64 },
 }
 
 /// The pieces of a routed message that do not come from the payload.
@@ -104,11 +107,16 @@ pub fn routed(
         Routed::Notification => buf.extend_from_slice(
             b"{\"jsonrpc\":\"2.0\",\"method\":\"clientService/notification\",\"params\":{",
         ),
-        Routed::Request(id) => {
+        Routed::Request(id) | Routed::LinkRequest { id, .. } => {
             buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
             push_u64(buf, id);
             buf.extend_from_slice(b",\"method\":\"clientService/handleRequest\",\"params\":{");
         }
+    }
+    if let Routed::LinkRequest { timeout_ms, .. } = kind {
+        buf.extend_from_slice(b"\"timeoutMs\":");
+        push_u64(buf, timeout_ms);
+        buf.push(b',');
     }
     buf.extend_from_slice(ROUTED_HEAD.as_bytes());
     buf.extend_from_slice(header.service_id_json.as_bytes());

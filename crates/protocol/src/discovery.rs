@@ -22,6 +22,15 @@ pub struct HubInfo {
     /// `ws://127.0.0.1:PORT/`, or `null` when the hub serves no WebSocket.
     pub ws: Option<String>,
     pub token: String,
+    /// Present when the hub is part of a federation (`federation.md`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub federation: Option<FederationInfo>,
+}
+
+/// `hub.json`'s `federation` member: the hub's name in the fabric.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FederationInfo {
+    pub name: String,
 }
 
 /// The hub directory: `explicit` (`--dir`), else `$SWITCHBOARD_DIR`, else

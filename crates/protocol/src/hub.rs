@@ -115,6 +115,10 @@ pub struct Service {
     pub client_id: String,
     pub principal: Principal,
     pub metadata: Box<RawValue>,
+    /// The owner hub of a service learned from another hub of a federation
+    /// (`federation.md` section 2); absent for local services.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

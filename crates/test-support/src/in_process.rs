@@ -163,6 +163,7 @@ impl TestHubBuilder {
                 .ws
                 .then(|| "127.0.0.1:0".parse().expect("a socket address")),
             config,
+            federated: None,
         };
         TestHub {
             hub: None,

@@ -10,7 +10,8 @@
 //!   `hub.json`; [`LineClient`] (`line_client.rs`): a blocking line client
 //!   for wire-level tests.
 //! - [`http`] and [`metrics`]: `GET` on the hub's HTTP port, samples of its
-//!   Prometheus text.
+//!   Prometheus text;
+//! - [`nats`]: a real `nats-server` for the federation's tests.
 //! - [`wait`]: the bound on every wait ([`WAIT`]) and the helpers that
 //!   enforce it.
 //!
@@ -24,6 +25,7 @@ pub mod http;
 mod in_process;
 mod line_client;
 pub mod metrics;
+pub mod nats;
 mod process;
 pub mod wait;
 
@@ -31,5 +33,6 @@ pub use binary::{switchboard_binary, workspace_binary};
 pub use in_process::{TestHub, TestHubBuilder};
 pub use line_client::LineClient;
 pub use metrics::metric_value;
+pub use nats::NatsServer;
 pub use process::{read_hub_json, HubProcess, HubProcessBuilder};
 pub use wait::{eventually, within, WAIT};

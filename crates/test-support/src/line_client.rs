@@ -34,6 +34,23 @@ impl LineClient {
         self.writer.write_all(line.as_bytes()).expect("write");
     }
 
+    /// Writes `line` and a newline exactly as given (for byte-for-byte tests).
+    pub fn send_raw(&mut self, line: &str) {
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("write");
+    }
+
+    /// The next line exactly as the hub wrote it, without its newline.
+    pub fn recv_raw(&mut self) -> String {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) => panic!("the hub closed the connection"),
+            Ok(_) => line.trim_end_matches('\n').to_owned(),
+            Err(error) => panic!("no message within {WAIT:?}: {error}"),
+        }
+    }
+
     /// The next message; fails after [`WAIT`] or at end of stream.
     pub fn recv(&mut self) -> Value {
         self.try_recv()

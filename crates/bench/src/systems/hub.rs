@@ -36,6 +36,10 @@ pub struct HubLaunch<'a> {
     /// A program to run the hub under (valgrind), with its arguments.
     pub wrapper: Vec<OsString>,
     pub startup: Duration,
+    /// More `switchboard serve` arguments (`--nats`, `--hub-name`).
+    pub args: Vec<OsString>,
+    /// More config text after [`CONFIG`] (grants).
+    pub config: &'a str,
 }
 
 /// A running `switchboard serve`, stopped (and its directory removed) on drop.
@@ -50,7 +54,7 @@ impl HubProcess {
         let dir = tempfile::Builder::new().prefix("sb-bench-hub").tempdir()?;
         let hub_dir = dir.path().join("hub");
         let config = dir.path().join("hub.toml");
-        std::fs::write(&config, CONFIG)?;
+        std::fs::write(&config, format!("{CONFIG}{}", launch.config))?;
         let mut args: Vec<OsString> = launch.wrapper.iter().skip(1).cloned().collect();
         if !launch.wrapper.is_empty() {
             args.push(launch.bin.into());
@@ -62,6 +66,7 @@ impl HubProcess {
         } else {
             args.push("--no-ws".into());
         }
+        args.extend(launch.args.iter().cloned());
         let program: PathBuf = match launch.wrapper.first() {
             Some(wrapper) => wrapper.into(),
             None => launch.bin.to_owned(),
@@ -239,6 +244,35 @@ impl HubConn {
             if lines::message_id(&message).is_some_and(|(got, _)| got == id) {
                 return Ok((start.elapsed(), message));
             }
+        }
+    }
+
+    /// Waits (at most `limit`) until this hub's catalog lists every service
+    /// of `ids` (services of another hub of a federation arrive through the
+    /// shared catalog).
+    pub async fn wait_listed(&mut self, ids: &[String], limit: Duration) -> anyhow::Result<()> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let answer = self
+                .call("subscribe", json!({"channel": "ahp-client-services://"}))
+                .await?;
+            let listed = answer["snapshot"]["state"]["services"]
+                .as_array()
+                .map(|services| {
+                    ids.iter().all(|id| {
+                        services
+                            .iter()
+                            .any(|s| s["serviceId"].as_str() == Some(id.as_str()))
+                    })
+                })
+                .unwrap_or(false);
+            if listed {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                anyhow::bail!("the caller's hub did not list the services within {limit:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 

@@ -108,6 +108,8 @@ async fn count(
                 ws: false,
                 wrapper: valgrind_args(&out_file),
                 startup: STARTUP,
+                args: Vec::new(),
+                config: "",
             })
             .await?;
             let mut receiver = HubConn::connect(&hub.info, Transport::Unix, "receiver").await?;

@@ -22,9 +22,40 @@ pub struct Servers {
     pub hub: HubProcess,
     pub nats: NatsProcess,
     pub floor: FloorProcess,
+    /// Two hubs federated over `nats` (workload 7), if that workload runs.
+    pub federated: Option<Federated>,
+}
+
+/// Two hubs of one fabric: owners (receivers, responders) on one, callers
+/// (senders) on the other, so every message crosses NATS.
+pub struct Federated {
+    pub owners: HubProcess,
+    pub callers: HubProcess,
+}
+
+/// Where a workload's owners and callers connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Both on the one hub (`Servers::hub`).
+    #[default]
+    OneHub,
+    /// Owners on one hub, callers on another (`Servers::federated`).
+    AcrossHubs,
 }
 
 impl Servers {
+    /// The hub owners connect to, and the hub callers connect to.
+    pub fn hubs(&self, placement: Placement) -> anyhow::Result<(&HubProcess, &HubProcess)> {
+        match placement {
+            Placement::OneHub => Ok((&self.hub, &self.hub)),
+            Placement::AcrossHubs => self
+                .federated
+                .as_ref()
+                .map(|f| (&f.owners, &f.callers))
+                .ok_or_else(|| anyhow::anyhow!("no federated hubs were started")),
+        }
+    }
+
     /// The PID whose CPU time a run of `system` is charged to.
     pub fn pid(&self, system: System) -> u32 {
         match system {

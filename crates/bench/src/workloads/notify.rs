@@ -19,7 +19,7 @@ use crate::lines::{self, LineBuf};
 use crate::messages;
 use crate::systems::hub::{self, HubConn, Transport, WsStream};
 use crate::systems::System;
-use crate::workloads::{cpu_now, CpuSpent, Servers, Tally};
+use crate::workloads::{cpu_now, CpuSpent, Placement, Servers, Tally};
 
 /// Bytes a sender writes per round (at least one message per receiver).
 const ROUND_BYTES: usize = 64 * 1024;
@@ -34,6 +34,8 @@ pub struct NotifySpec {
     pub receivers: usize,
     pub payload_size: usize,
     pub duration: Duration,
+    /// For the hub over its Unix socket: one hub, or across two.
+    pub placement: Placement,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -104,14 +106,14 @@ async fn measure(
     tally: &Arc<Tally>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<NotifyOutcome> {
-    let endpoints = open_receivers(servers, system, spec.receivers, tag, payload, tally, tasks)
+    let endpoints = open_receivers(servers, system, spec, tag, payload, tally, tasks)
         .await
         .context("setting up receivers")?;
     let barrier = Arc::new(Barrier::new(spec.senders + 1));
     let mut senders = Vec::with_capacity(spec.senders);
     for index in 0..spec.senders {
         let sender = open_sender(
-            servers, system, &endpoints, index, tag, payload, tally, tasks,
+            servers, system, spec, &endpoints, index, tag, payload, tally, tasks,
         )
         .await
         .context("setting up senders")?;
@@ -175,18 +177,20 @@ async fn measure(
 async fn open_receivers(
     servers: &Servers,
     system: System,
-    count: usize,
+    spec: &NotifySpec,
     tag: &str,
     payload: &str,
     tally: &Arc<Tally>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<Endpoints> {
+    let count = spec.receivers;
     let mut names = Vec::with_capacity(count);
+    let (owners, callers) = servers.hubs(spec.placement)?;
     for index in 0..count {
         let name = format!("r-{tag}-{index}");
         match system {
             System::HubUnix => {
-                let mut conn = HubConn::connect(&servers.hub.info, Transport::Unix, &name).await?;
+                let mut conn = HubConn::connect(&owners.info, Transport::Unix, &name).await?;
                 names.push(conn.register(&name).await?);
                 let (read, write, buf) = conn.into_unix()?;
                 tasks.push(tokio::spawn(count_lines(
@@ -234,6 +238,11 @@ async fn open_receivers(
                 )));
             }
         }
+    }
+    if system == System::HubUnix && spec.placement == Placement::AcrossHubs {
+        let mut conn =
+            HubConn::connect(&callers.info, Transport::Unix, &format!("w-{tag}")).await?;
+        conn.wait_listed(&names, Duration::from_secs(20)).await?;
     }
     Ok(match system {
         System::HubUnix | System::HubWs => Endpoints::Hub(names),
@@ -343,6 +352,7 @@ fn round_len(size: usize, targets: usize) -> usize {
 async fn open_sender(
     servers: &Servers,
     system: System,
+    spec: &NotifySpec,
     endpoints: &Endpoints,
     index: usize,
     tag: &str,
@@ -353,7 +363,8 @@ async fn open_sender(
     let name = format!("s-{tag}-{index}");
     Ok(match (system, endpoints) {
         (System::HubUnix, Endpoints::Hub(ids)) => {
-            let conn = HubConn::connect(&servers.hub.info, Transport::Unix, &name).await?;
+            let (_, callers) = servers.hubs(spec.placement)?;
+            let conn = HubConn::connect(&callers.info, Transport::Unix, &name).await?;
             let (read, write, buf) = conn.into_unix()?;
             tasks.push(tokio::spawn(expect_silence(read, buf, tally.clone())));
             let lines: Vec<String> = ids

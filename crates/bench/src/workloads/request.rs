@@ -19,7 +19,7 @@ use crate::lines::{self, After, LineBuf};
 use crate::messages::{self, RequestTemplate};
 use crate::systems::hub::{excerpt, HubConn, Transport, WsStream};
 use crate::systems::System;
-use crate::workloads::{cpu_now, CpuSpent, Servers};
+use crate::workloads::{cpu_now, CpuSpent, Placement, Servers};
 
 /// Longest wait for one answer before the run is declared broken.
 const ANSWER_LIMIT: Duration = Duration::from_secs(10);
@@ -31,6 +31,8 @@ pub struct RequestSpec {
     pub window: usize,
     pub duration: Duration,
     pub payload_size: usize,
+    /// For the hub over its Unix socket: one hub, or across two.
+    pub placement: Placement,
 }
 
 pub struct RequestOutcome {
@@ -124,9 +126,21 @@ async fn measure(
             } else {
                 Transport::Ws
             };
-            let mut owner = HubConn::connect(&servers.hub.info, transport, &service).await?;
+            let (owners, callers) = match system {
+                System::HubUnix => servers.hubs(spec.placement)?,
+                _ => (&servers.hub, &servers.hub),
+            };
+            let mut owner = HubConn::connect(&owners.info, transport, &service).await?;
             let service_id = owner.register(&service).await?;
-            let caller = HubConn::connect(&servers.hub.info, transport, &caller_name).await?;
+            if !std::ptr::eq(owners, callers) {
+                // A connection of its own: the caller's must see no actions.
+                let mut waiter =
+                    HubConn::connect(&callers.info, transport, &format!("w-{tag}")).await?;
+                waiter
+                    .wait_listed(std::slice::from_ref(&service_id), Duration::from_secs(20))
+                    .await?;
+            }
+            let caller = HubConn::connect(&callers.info, transport, &caller_name).await?;
             let newline = transport == Transport::Unix;
             let requests = RequestTemplate::hub("", &service_id, payload, newline);
             let answers = RequestTemplate::response("", payload, newline);

@@ -67,6 +67,8 @@ pub async fn idle_connections(
                 ws: false,
                 wrapper: Vec::new(),
                 startup: Duration::from_secs(10),
+                args: Vec::new(),
+                config: "",
             })
             .await?;
             fill(IdleTarget::Hub(&hub), hub.pid(), steps).await

@@ -8,6 +8,7 @@ mod support;
 mod acp;
 mod cli_commands;
 mod faults;
+mod federation;
 mod mcp_gateway;
 mod modules;
 mod process;

@@ -3,6 +3,7 @@
 //! particular to this binary's tests:
 //!
 //! - [`commands`]: `switchboard` commands run as processes;
+//! - [`fabric`]: a `nats-server` and hubs joined over it (federation);
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
 //! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client;
 //! - [`modules`]: a hub with `[modules.NAME]`, and what the module tests ask of it.
@@ -11,6 +12,7 @@
 //! `acp/support`.
 
 pub mod commands;
+pub mod fabric;
 pub mod faults;
 pub mod mcp;
 pub mod modules;

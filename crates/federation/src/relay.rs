@@ -1,0 +1,272 @@
+//! Lines between hubs.
+//!
+//! Out: one writer per link takes the link's whole queue (every line the
+//! hub routed to that hub since the last batch) and publishes it as few
+//! NATS messages as `max_payload` allows, on `switchboard.hub.<to>.<me>`,
+//! with both instances in headers and a reply subject where NATS says at
+//! once if no one listens (that hub is gone: what is pending on it fails
+//! with -32052 `disconnected`). Batching is what lets many notifications
+//! cost one publish.
+//!
+//! In: one reader takes `switchboard.hub.<me>.*`, names the sender from the
+//! subject (never from the payload), checks the instances, and hands each
+//! line to the sender's link, in order: that is what keeps the order of one
+//! sender's notifications to one service across hubs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use switchboard_protocol::jsonrpc::{self, ErrorObject, Message};
+use switchboard_protocol::limits::names;
+use switchboard_protocol::ErrorCode;
+use tokio::sync::mpsc;
+
+use crate::fabric;
+use crate::metrics::{Ignored, LineKind, Metrics, SendFailure};
+use crate::shared::{Fabric, Peer};
+
+/// Room left in a NATS message for its headers and reply subject.
+const HEADROOM: usize = 1024;
+/// How long one publish may wait for the client's queue.
+const PUBLISH_WAIT: Duration = Duration::from_secs(5);
+
+/// Drains `peer`'s link until it closes; reports a link the overload policy
+/// aborted on `broken` (the watcher opens another).
+pub async fn write(
+    fabric: Arc<Fabric>,
+    peer: Arc<Peer>,
+    broken: mpsc::UnboundedSender<(String, String)>,
+) {
+    let subject = fabric::lines_subject(&peer.name, &fabric.name);
+    let reply = format!("{}.{}", fabric.no_responders, peer.name);
+    let mut headers = HeaderMap::new();
+    headers.insert(fabric::FROM_INSTANCE, fabric.instance.as_str());
+    headers.insert(fabric::TO_INSTANCE, peer.instance.as_str());
+    let mut batch = Vec::new();
+    loop {
+        let more = tokio::select! {
+            () = fabric.stop.cancelled() => return,
+            more = peer.link.next_batch(&mut batch) => more,
+        };
+        if !more {
+            if peer.link.is_aborted() {
+                let _ = broken.send((peer.name.clone(), peer.instance.clone()));
+            }
+            return;
+        }
+        let sent = *fabric.connected.borrow()
+            && send(&fabric, &peer, &subject, &reply, &headers, &batch).await;
+        if !sent {
+            // Lost: what is pending on this link will not be answered.
+            fabric.metrics.send_failed(SendFailure::Disconnected);
+            let failed = peer.link.fail_pending();
+            Metrics::add(&fabric.metrics.requests_failed_unreachable, failed as u64);
+        }
+        peer.link.written(&mut batch);
+    }
+}
+
+/// Publishes `batch` (whole lines) in messages of at most `max_payload`;
+/// `false` if NATS would not take them.
+async fn send(
+    fabric: &Fabric,
+    peer: &Peer,
+    subject: &str,
+    reply: &str,
+    headers: &HeaderMap,
+    batch: &[u8],
+) -> bool {
+    let max = (fabric.client.server_info().max_payload)
+        .saturating_sub(HEADROOM)
+        .max(HEADROOM);
+    let mut start = 0;
+    let mut end = 0;
+    let mut replacement = Vec::new();
+    while end < batch.len() {
+        let line_end = memchr::memchr(b'\n', &batch[end..]).map_or(batch.len(), |at| end + at + 1);
+        let line = &batch[end..line_end];
+        fabric.metrics.sent(LineKind::of(line));
+        if line.len() > max {
+            // One message more than NATS carries: send what came before,
+            // then answer for this one instead of sending it.
+            if start < end && !publish(fabric, subject, reply, headers, &batch[start..end]).await {
+                return false;
+            }
+            too_large(fabric, peer, line, max, &mut replacement);
+            start = line_end;
+        } else if line_end - start > max {
+            if !publish(fabric, subject, reply, headers, &batch[start..end]).await {
+                return false;
+            }
+            start = end;
+        }
+        end = line_end;
+    }
+    if start < batch.len() && !publish(fabric, subject, reply, headers, &batch[start..]).await {
+        return false;
+    }
+    replacement.is_empty() || publish(fabric, subject, reply, headers, &replacement).await
+}
+
+async fn publish(
+    fabric: &Fabric,
+    subject: &str,
+    reply: &str,
+    headers: &HeaderMap,
+    lines: &[u8],
+) -> bool {
+    let publish = fabric.client.publish_with_reply_and_headers(
+        subject.to_owned(),
+        reply.to_owned(),
+        headers.clone(),
+        Bytes::copy_from_slice(lines),
+    );
+    match tokio::time::timeout(PUBLISH_WAIT, publish).await {
+        Ok(Ok(())) => {
+            Metrics::inc(&fabric.metrics.publishes);
+            Metrics::add(&fabric.metrics.bytes_sent, lines.len() as u64);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A line over NATS's `max_payload`: a request fails at once (-32050), an
+/// answer is replaced by that error (appended to `replacement`), a
+/// notification is dropped.
+fn too_large(fabric: &Fabric, peer: &Peer, line: &[u8], max: usize, replacement: &mut Vec<u8>) {
+    fabric.metrics.send_failed(SendFailure::TooLarge);
+    let error = ErrorObject::new(
+        ErrorCode::LimitExceeded,
+        format!(
+            "the message is {} bytes; NATS carries at most {max} between hubs",
+            line.len()
+        ),
+    )
+    .with_data(&serde_json::json!({ "limit": names::MAX_MESSAGE_BYTES, "max": max }));
+    let trimmed = line.strip_suffix(b"\n").unwrap_or(line);
+    match jsonrpc::decode(trimmed) {
+        Ok(Message::Request { id, .. }) => {
+            if let Ok(forwarded_id) = id.get().parse::<u64>() {
+                peer.link.fail_request(forwarded_id, &error);
+            }
+        }
+        Ok(Message::Response { id, .. }) => {
+            replacement.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+            replacement.extend_from_slice(id.get().as_bytes());
+            replacement.extend_from_slice(b",\"error\":");
+            let _ = serde_json::to_writer(&mut *replacement, &error);
+            replacement.extend_from_slice(b"}\n");
+        }
+        _ => {}
+    }
+}
+
+/// The lines every other hub sends this one, handed to their links in order.
+pub async fn read(fabric: Arc<Fabric>) {
+    let Some(mut lines) = fabric
+        .subscribe(
+            fabric::inbound_subject(&fabric.name),
+            "the other hubs' lines",
+        )
+        .await
+    else {
+        return;
+    };
+    loop {
+        let message = tokio::select! {
+            () = fabric.stop.cancelled() => return,
+            message = lines.next() => message,
+        };
+        let Some(message) = message else { return };
+        Metrics::inc(&fabric.metrics.nats_messages_received);
+        let Some(peer) = sender(&fabric, &message) else {
+            continue;
+        };
+        for line in message.payload.split(|b| *b == b'\n') {
+            if line.is_empty() {
+                continue;
+            }
+            let kind = LineKind::of(line);
+            match peer.link.deliver(line) {
+                Ok(()) => fabric.metrics.received(kind),
+                Err(dropped) => fabric.metrics.ignored(Ignored::Line(dropped)),
+            }
+        }
+        peer.link.let_destinations_drain().await;
+    }
+}
+
+/// The live hub that sent `message`: named by the subject, the instance
+/// it claims, and this instance as the addressee; `None` (counted) else.
+fn sender(fabric: &Fabric, message: &async_nats::Message) -> Option<Arc<Peer>> {
+    let from = message.subject.rsplit('.').next().unwrap_or_default();
+    let header = |name: &str| {
+        message
+            .headers
+            .as_ref()
+            .and_then(|headers| headers.get(name))
+            .map(|value| value.as_str().to_owned())
+    };
+    let (Some(from_instance), Some(to_instance)) =
+        (header(fabric::FROM_INSTANCE), header(fabric::TO_INSTANCE))
+    else {
+        fabric.metrics.ignored(Ignored::NoHeaders);
+        return None;
+    };
+    if to_instance != fabric.instance {
+        fabric.metrics.ignored(Ignored::StaleInstance);
+        return None;
+    }
+    let Some(peer) = fabric.peers.read().get(from).cloned() else {
+        fabric.metrics.ignored(Ignored::UnknownHub);
+        return None;
+    };
+    if peer.instance != from_instance {
+        fabric.metrics.ignored(Ignored::StaleInstance);
+        return None;
+    }
+    Some(peer)
+}
+
+/// NATS's "no responders" for lines this hub sent: that hub is not
+/// listening (gone, or cut from NATS), so nothing pending on its link will
+/// be answered.
+pub async fn watch_no_responders(fabric: Arc<Fabric>) {
+    let Some(mut statuses) = fabric
+        .subscribe(
+            format!("{}.*", fabric.no_responders),
+            "no-responder notices",
+        )
+        .await
+    else {
+        return;
+    };
+    loop {
+        let status = tokio::select! {
+            () = fabric.stop.cancelled() => return,
+            status = statuses.next() => status,
+        };
+        let Some(status) = status else { return };
+        if status.status != Some(async_nats::StatusCode::NO_RESPONDERS) {
+            continue;
+        }
+        let hub = status.subject.rsplit('.').next().unwrap_or_default();
+        let Some(peer) = fabric.peers.read().get(hub).cloned() else {
+            continue;
+        };
+        fabric.metrics.send_failed(SendFailure::NoResponders);
+        let failed = peer.link.fail_pending();
+        Metrics::add(&fabric.metrics.requests_failed_unreachable, failed as u64);
+        if failed > 0 {
+            tracing::info!(
+                hub,
+                failed,
+                "another hub does not listen; its pending requests failed"
+            );
+        }
+    }
+}
