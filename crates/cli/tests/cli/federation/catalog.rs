@@ -283,21 +283,34 @@ async fn every_hub_answers_the_nats_service_api_with_its_name() {
     let nats = async_nats::connect(fabric.nats.url())
         .await
         .expect("connect to NATS");
-    // `nats micro ping switchboard-hub`: every hub answers on one inbox.
+    // `nats micro ping switchboard-hub`: every hub answers on one inbox. A
+    // hub adds its endpoint just after it starts, so the ping is repeated
+    // until both have answered (bounded by `within`).
     let inbox = nats.new_inbox();
     let mut answers = nats.subscribe(inbox.clone()).await.unwrap();
-    nats.publish_with_reply("$SRV.INFO.switchboard-hub", inbox, "".into())
-        .await
-        .unwrap();
-    let mut hubs = Vec::new();
-    while hubs.len() < 2 {
-        let answer = within("an answer of the service API", answers.next())
-            .await
-            .expect("the inbox stays open");
-        let info: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap();
-        assert_eq!(info["name"], "switchboard-hub", "{info}");
-        hubs.push(info["metadata"]["hub"].as_str().unwrap().to_owned());
-    }
-    hubs.sort();
+    let mut hubs = std::collections::BTreeSet::new();
+    within("both hubs answering the service API", async {
+        while hubs.len() < 2 {
+            nats.publish_with_reply("$SRV.INFO.switchboard-hub", inbox.clone(), "".into())
+                .await
+                .unwrap();
+            let round = tokio::time::sleep(std::time::Duration::from_millis(250));
+            tokio::pin!(round);
+            loop {
+                tokio::select! {
+                    answer = answers.next() => {
+                        let answer = answer.expect("the inbox stays open");
+                        let info: serde_json::Value =
+                            serde_json::from_slice(&answer.payload).unwrap();
+                        assert_eq!(info["name"], "switchboard-hub", "{info}");
+                        hubs.insert(info["metadata"]["hub"].as_str().unwrap().to_owned());
+                    }
+                    _ = &mut round => break,
+                }
+            }
+        }
+    })
+    .await;
+    let hubs: Vec<_> = hubs.into_iter().collect();
     assert_eq!(hubs, ["a", "b"]);
 }
