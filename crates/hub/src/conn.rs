@@ -20,11 +20,20 @@ use crate::pending;
 use crate::policy::PrincipalRef;
 use crate::wire;
 
-/// Which listener a connection came through (for logs).
+/// Which listener a connection came through (for logs and the dashboard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     Unix,
     WebSocket,
+}
+
+impl Transport {
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Unix => "unix",
+            Transport::WebSocket => "websocket",
+        }
+    }
 }
 
 /// Who is behind an initialized connection. Set once, by `initialize`.
@@ -66,6 +75,8 @@ pub type Timers = pending::Timers<Conn>;
 pub struct Conn {
     pub id: ConnId,
     pub transport: Transport,
+    /// When it was admitted (the dashboard's "connected since").
+    pub connected_at: std::time::SystemTime,
     /// Bytes for the peer. Any task pushes; only this connection's writer drains.
     pub out: Outbound,
     /// Written once by this connection's reader at `initialize`.
@@ -100,6 +111,7 @@ impl Conn {
         Arc::new(Conn {
             id,
             transport,
+            connected_at: std::time::SystemTime::now(),
             out,
             identity: OnceLock::new(),
             calls: Mutex::new(CallerIndex::default()),

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
+use crate::dashboard;
 use crate::dir::{DirError, HubDir, HubInfo};
 use crate::ids;
 use crate::reload;
@@ -112,6 +113,7 @@ impl Hub {
             tasks.spawn(http::accept_loop(state.clone(), listener, tasks.clone()));
         }
         tasks.spawn(requests::run_timers(state.clone()));
+        tasks.spawn(dashboard::run_sampler(state.clone()));
 
         let info = HubInfo {
             version: 1,

@@ -19,6 +19,7 @@ use switchboard_protocol::limits::{names, MAX_METADATA_DEPTH};
 use switchboard_protocol::{ErrorCode, Principal};
 
 use crate::conn::{Conn, Identity};
+use crate::dashboard;
 use crate::ids;
 use crate::metrics::{Counters, NotifyDrop};
 use crate::outbound::{Class, Pushed};
@@ -170,6 +171,7 @@ impl Session {
             return Flow::Continue;
         }
         Counters::inc(&self.conn.counters.messages_received);
+        Counters::add(&self.conn.counters.bytes_received, bytes.len());
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
@@ -271,6 +273,10 @@ impl Session {
             method::SUBSCRIBE => self.subscribe(id, params),
             method::REQUEST => router::request(&self.hub, &self.conn, identity, id, params, layout),
             method::RELOAD => self.reply(id, self.reload(identity)),
+            method::DASHBOARD_LOGIN => self.reply(id, dashboard::login_code(&self.hub, identity)),
+            method::DASHBOARD_SNAPSHOT => {
+                self.reply(id, dashboard::snapshot_for(&self.hub, identity))
+            }
             method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
                 let error = reply::invalid_request(
                     "notificationWithId",

@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
+use crate::dashboard::Dashboard;
 use crate::metrics::Counters;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
@@ -30,6 +31,8 @@ pub struct HubState {
     pub counters: Counters,
     /// The open connections and the slots they hold.
     pub admission: Admission,
+    /// Login codes, sessions, the sampler's history and ticks (`dashboard/`).
+    pub dashboard: Dashboard,
     /// The config file `reload` re-reads (`None`: defaults only).
     pub config_path: Option<PathBuf>,
     direct_token: String,
@@ -50,6 +53,7 @@ impl HubState {
             forward_ids: ForwardIds::default(),
             counters: Counters::default(),
             admission: Admission::new(config.limits.max_connections),
+            dashboard: Dashboard::new(&config.dashboard),
             config_path,
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),

@@ -54,6 +54,13 @@ pub mod method {
     pub const CANCEL_REQUEST: &str = "$/cancelRequest";
     /// Extension: re-read the config (direct principal only).
     pub const RELOAD: &str = "hub/reload";
+    /// Extension: a one-time login code for the dashboard page (direct
+    /// principal only); result [`super::DashboardLoginResult`].
+    pub const DASHBOARD_LOGIN: &str = "hub/dashboardLogin";
+    /// Extension: the dashboard's snapshot (hub, config, services, the
+    /// latest tick, history) as JSON (direct principal only), for
+    /// `switchboard top`. Its shape is in `docs/dashboard.md`.
+    pub const DASHBOARD_SNAPSHOT: &str = "hub/dashboardSnapshot";
 }
 
 // ---- initialize ------------------------------------------------------------
@@ -97,6 +104,17 @@ pub struct InitializeResult {
 pub struct ServerInfo {
     pub name: String,
     pub version: String,
+}
+
+/// The result of `hub/dashboardLogin`: open `http://<ws host:port><path>`
+/// within `expiresInSeconds`, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DashboardLoginResult {
+    pub code: String,
+    /// `/ui/login?code=…`
+    pub path: String,
+    pub expires_in_seconds: u64,
 }
 
 // ---- services ----------------------------------------------------------------
