@@ -165,7 +165,8 @@ struct Rates {
     requests: f64,
     bytes_in: f64,
     bytes_out: f64,
-    drops: f64,
+    /// Notifications dropped per second, by reason.
+    drops: std::collections::BTreeMap<&'static str, f64>,
     p50_ms: Option<f64>,
     p99_ms: Option<f64>,
 }
@@ -236,10 +237,11 @@ fn tick(hub: &HubState, previous: Option<Previous>) -> Previous {
             ..Point::default()
         },
     };
+    let drop_labels: Vec<&'static str> = hub.counters.drops().map(|(label, _)| label).collect();
     {
         let mut history = hub.dashboard.history.lock();
         if history.drop_labels.is_empty() {
-            history.drop_labels = hub.counters.drops().map(|(label, _)| label).collect();
+            history.drop_labels = drop_labels.clone();
         }
         history.push(point);
     }
@@ -248,7 +250,7 @@ fn tick(hub: &HubState, previous: Option<Previous>) -> Previous {
         requests: point.requests,
         bytes_in: point.bytes_in,
         bytes_out: point.bytes_out,
-        drops: point.drops.iter().sum(),
+        drops: drop_labels.into_iter().zip(point.drops).collect(),
         p50_ms: point.p50,
         p99_ms: point.p99,
     };
