@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
-use crate::dashboard::Dashboard;
+use crate::dashboard::state::Dashboard;
 use crate::metrics::Counters;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;

@@ -4,7 +4,9 @@
 //! service, the last tick, 15 minutes of history) followed by *deltas*
 //! (catalog actions as they happen, a tick every second).
 //!
+//! - `state.rs`: the dashboard's part of `HubState`;
 //! - `auth.rs`: one-time login codes and browser sessions;
+//! - `history.rs`: totals, rates, percentiles, the 15-minute history;
 //! - `sampler.rs`: the 1 s task: the connection table, rates, latency
 //!   percentiles and the 15-minute history;
 //! - `stream.rs`: the page's Server-Sent Events stream (snapshot, then
@@ -19,78 +21,25 @@
 //! only), so a slow page never makes the hub hold more.
 
 mod auth;
+mod history;
 mod pages;
 mod sampler;
+pub mod state;
 mod stream;
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 use axum::Router;
-use parking_lot::Mutex;
 use serde_json::json;
 use serde_json::value::RawValue;
 use switchboard_protocol::hub::{DashboardLoginResult, PROTOCOL_VERSION};
 use switchboard_protocol::jsonrpc::ErrorObject;
 use switchboard_protocol::Principal;
-use tokio::sync::{watch, Semaphore};
-use tokio::time::Instant;
-
-use crate::config::DashboardConfig;
 use crate::conn::Identity;
 use crate::reply;
 use crate::state::HubState;
 
 pub use sampler::run as run_sampler;
-
-/// Pages streaming at once; one more gets 503. (Each also holds a
-/// connection slot while it is open, like any socket on the port.)
-pub const MAX_STREAMS: usize = 8;
-
-pub struct Dashboard {
-    config: DashboardConfig,
-    logins: auth::Logins,
-    history: Mutex<sampler::History>,
-    /// The newest tick's JSON (`null` before the first).
-    ticks: watch::Sender<Arc<str>>,
-    streams: Arc<Semaphore>,
-    next_watcher: AtomicU64,
-    started: Instant,
-    started_at: SystemTime,
-}
-
-impl Dashboard {
-    pub fn new(config: &DashboardConfig) -> Self {
-        Dashboard {
-            config: config.clone(),
-            logins: auth::Logins::new(config.login_code),
-            history: Mutex::new(sampler::History::default()),
-            ticks: watch::Sender::new(Arc::from("null")),
-            streams: Arc::new(Semaphore::new(MAX_STREAMS)),
-            next_watcher: AtomicU64::new(1),
-            started: Instant::now(),
-            started_at: SystemTime::now(),
-        }
-    }
-
-    /// Whether `/ui/` is served (`[dashboard] enabled`).
-    pub fn enabled(&self) -> bool {
-        self.config.enabled
-    }
-
-    pub fn uptime(&self) -> Duration {
-        self.started.elapsed()
-    }
-
-    fn publish_tick(&self, tick: String) {
-        self.ticks.send_replace(Arc::from(tick));
-    }
-
-    fn next_watcher_id(&self) -> u64 {
-        self.next_watcher.fetch_add(1, Ordering::Relaxed)
-    }
-}
 
 /// The routes under `/ui/` (none when the dashboard is off: 404 there).
 pub fn routes(hub: &HubState) -> Option<Router<Arc<HubState>>> {

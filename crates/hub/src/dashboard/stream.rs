@@ -24,7 +24,6 @@ use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use crate::outbound::{Batch, Outbound};
 use crate::state::HubState;
-use crate::transport::http::text;
 
 /// The most catalog actions a page's queue holds before the page is dropped.
 pub const QUEUE_BYTES: u64 = 4 * 1024 * 1024;
@@ -32,10 +31,8 @@ pub const QUEUE_BYTES: u64 = 4 * 1024 * 1024;
 /// `GET /ui/stream` (behind the session check in `pages.rs`).
 pub async fn stream(State(hub): State<Arc<HubState>>) -> Response {
     let Ok(permit) = hub.dashboard.streams.clone().try_acquire_owned() else {
-        return text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many dashboard pages are open\n",
-        );
+        let busy = "too many dashboard pages are open\n";
+        return (StatusCode::SERVICE_UNAVAILABLE, busy).into_response();
     };
     let id = hub.dashboard.next_watcher_id();
     let queue = Arc::new(Outbound::new(QUEUE_BYTES, QUEUE_BYTES));

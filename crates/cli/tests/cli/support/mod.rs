@@ -2,6 +2,7 @@
 //! from `switchboard_test_support` (re-exported here); what is left is
 //! particular to this binary's tests:
 //!
+//! - [`browser`]: a headless chromium driven through the DevTools protocol;
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
 //! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client.
@@ -9,6 +10,7 @@
 //! The ACP tests' own setup (model server, editor, provider) is in
 //! `acp/support`.
 
+pub mod browser;
 pub mod commands;
 pub mod faults;
 pub mod mcp;
