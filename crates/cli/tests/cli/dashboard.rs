@@ -61,6 +61,9 @@ async fn the_page_in_a_real_browser() {
     // The one-time link logs in and lands on the page, which goes live.
     browser.navigate(&url).await;
     assert_eq!(browser.eval("location.pathname").await, "/ui/");
+    // The code is a credential while it lasts: the hub never logs it.
+    let code = url.rsplit("code=").next().unwrap();
+    assert!(!hub.log().contains(code), "{}", hub.log());
     browser
         .wait_for("the stream", "document.querySelector('#status').dataset.state === 'live'")
         .await;
@@ -273,6 +276,10 @@ async fn screenshot() {
             for id in ids.iter().take(3) {
                 let _: Result<serde_json::Value, _> = traffic.request(id, "echo", &json!({})).await;
             }
+            // Now and then a notification to a service that left: a drop.
+            if round % 7 == 0 {
+                let _ = traffic.notify("svc-gone", "refs/changed", &json!({})).await;
+            }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     });
@@ -281,7 +288,7 @@ async fn screenshot() {
     browser.navigate(&url).await;
     tokio::time::sleep(Duration::from_secs(35)).await;
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/img/dashboard.png");
-    browser.screenshot(&path, 1440, 1000).await;
+    browser.screenshot(&path, 1440, 1180).await;
     load.abort();
     drop(clients);
 }

@@ -120,7 +120,7 @@ async fn asset(
 ) -> Response {
     let Some((_, content_type, body, public)) = ASSETS.iter().find(|(name, ..)| *name == file)
     else {
-        return page(StatusCode::NOT_FOUND, HTML, HELP);
+        return (StatusCode::NOT_FOUND, "not found\n").into_response();
     };
     if !public && !has_session(&hub, &headers) {
         return help();

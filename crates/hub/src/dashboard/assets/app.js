@@ -83,6 +83,7 @@
         this.head.appendChild(cell);
         return cell;
       });
+      this.visibleRows = visibleRows;
       this.viewport = el("div", "viewport");
       this.viewport.style.height = visibleRows * ROW + "px";
       this.spacer = el("div", "spacer");
@@ -132,6 +133,8 @@
       }
       this.view = view;
       this.spacer.style.height = view.length * ROW + "px";
+      // As tall as its rows, up to `visibleRows`; then it scrolls.
+      this.viewport.style.height = Math.max(1, Math.min(view.length, this.visibleRows)) * ROW + "px";
       this.empty.hidden = view.length > 0;
       this.viewport.hidden = view.length === 0;
       if (this.countEl) {
@@ -293,12 +296,13 @@
     const opts = {
       width: Math.max(200, root.clientWidth),
       height: 150,
+      padding: [8, 8, 0, 0],
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
       scales: { x: { time: true } },
       axes: [
         { stroke: "#888", grid: { stroke: "rgba(128,128,128,0.15)" } },
-        { stroke: "#888", size: 56, grid: { stroke: "rgba(128,128,128,0.15)" },
+        { stroke: "#888", size: 66, grid: { stroke: "rgba(128,128,128,0.15)" },
           values: (u, values) => values.map((v) => format(v)) },
       ],
       series: [{}].concat(series.map((name, i) => ({
