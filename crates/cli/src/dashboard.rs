@@ -94,7 +94,10 @@ mod tests {
             http_base("ws://127.0.0.1:4321/").unwrap(),
             "http://127.0.0.1:4321"
         );
-        assert_eq!(http_base("ws://0.0.0.0:80/").unwrap(), "http://127.0.0.1:80");
+        assert_eq!(
+            http_base("ws://0.0.0.0:80/").unwrap(),
+            "http://127.0.0.1:80"
+        );
         assert_eq!(http_base("ws://[::1]:9/").unwrap(), "http://[::1]:9");
         assert!(http_base("wss://x/").is_err());
     }

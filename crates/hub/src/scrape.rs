@@ -43,8 +43,12 @@ impl HubState {
             gauges.requests_in_flight += conn.pending.lock().len() as u64;
             let (sent, queued) = conn.out.sent();
             gauges.queued_bytes += queued as u64;
-            open_sent.messages_sent.fetch_add(sent.messages, Ordering::Relaxed);
-            open_sent.bytes_sent.fetch_add(sent.bytes, Ordering::Relaxed);
+            open_sent
+                .messages_sent
+                .fetch_add(sent.messages, Ordering::Relaxed);
+            open_sent
+                .bytes_sent
+                .fetch_add(sent.bytes, Ordering::Relaxed);
         }
         let counters = [&self.counters, &open_sent]
             .into_iter()

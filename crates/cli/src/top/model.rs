@@ -132,7 +132,8 @@ pub fn connection_rows(tick: &Tick, previous: Option<&Tick>) -> Vec<ConnectionRo
         .iter()
         .map(|c| {
             let earlier = c.client_id.as_deref().and_then(|id| before.get(id));
-            let rate = |now: u64, then: u64| (dt > 0.0).then(|| now.saturating_sub(then) as f64 / dt);
+            let rate =
+                |now: u64, then: u64| (dt > 0.0).then(|| now.saturating_sub(then) as f64 / dt);
             ConnectionRow {
                 in_rate: earlier.and_then(|e| rate(c.messages_in, e.messages_in)),
                 out_rate: earlier.and_then(|e| rate(c.messages_out, e.messages_out)),
@@ -157,7 +158,10 @@ mod tests {
                                     "messagesIn":30,"connectedSince":1000}]}}"#;
         let snapshot: Snapshot = serde_json::from_str(json).unwrap();
         assert_eq!(principal_label(&snapshot.services[0].principal), "git");
-        assert_eq!(metadata_text(&snapshot.services[0].metadata, "label"), "Git");
+        assert_eq!(
+            metadata_text(&snapshot.services[0].metadata, "label"),
+            "Git"
+        );
         let tick = snapshot.tick.unwrap();
         let mut earlier = Tick {
             t: 1000,

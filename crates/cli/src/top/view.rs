@@ -9,7 +9,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
 
-use super::model::{connection_rows, metadata_text, principal_label, ConnectionRow, Snapshot, Tick};
+use super::model::{
+    connection_rows, metadata_text, principal_label, ConnectionRow, Snapshot, Tick,
+};
 
 /// Which table the keys act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,32 +170,68 @@ impl View {
         let mut first = vec![Span::raw("switchboard ").bold()];
         first.extend(field("version", clean(&snapshot.hub.version)));
         first.extend(field("pid", snapshot.hub.pid.to_string()));
-        first.extend(field("uptime", duration(tick.map_or(0, |t| t.uptime_seconds))));
-        first.extend(field("memory", tick.and_then(|t| t.rss_bytes).map_or("-".into(), bytes)));
-        first.extend(field("connections", totals.map_or(0, |t| t.connections).to_string()));
-        first.extend(field("services", totals.map_or(0, |t| t.services).to_string()));
+        first.extend(field(
+            "uptime",
+            duration(tick.map_or(0, |t| t.uptime_seconds)),
+        ));
+        first.extend(field(
+            "memory",
+            tick.and_then(|t| t.rss_bytes).map_or("-".into(), bytes),
+        ));
+        first.extend(field(
+            "connections",
+            totals.map_or(0, |t| t.connections).to_string(),
+        ));
+        first.extend(field(
+            "services",
+            totals.map_or(0, |t| t.services).to_string(),
+        ));
         let mut second = Vec::new();
-        second.extend(field("notifications/s", rates.map_or("-".into(), |r| rate(r.notifications))));
-        second.extend(field("requests/s", rates.map_or("-".into(), |r| rate(r.requests))));
-        second.extend(field("in/s", rates.map_or("-".into(), |r| bytes(r.bytes_in as u64))));
-        second.extend(field("out/s", rates.map_or("-".into(), |r| bytes(r.bytes_out as u64))));
-        second.extend(field("drops/s", rates.map_or("-".into(), |r| rate(r.drops.values().sum()))));
+        second.extend(field(
+            "notifications/s",
+            rates.map_or("-".into(), |r| rate(r.notifications)),
+        ));
+        second.extend(field(
+            "requests/s",
+            rates.map_or("-".into(), |r| rate(r.requests)),
+        ));
+        second.extend(field(
+            "in/s",
+            rates.map_or("-".into(), |r| bytes(r.bytes_in as u64)),
+        ));
+        second.extend(field(
+            "out/s",
+            rates.map_or("-".into(), |r| bytes(r.bytes_out as u64)),
+        ));
+        second.extend(field(
+            "drops/s",
+            rates.map_or("-".into(), |r| rate(r.drops.values().sum())),
+        ));
         second.extend(field("p50", rates.map_or("-".into(), |r| millis(r.p50_ms))));
         second.extend(field("p99", rates.map_or("-".into(), |r| millis(r.p99_ms))));
-        second.extend(field("in flight", totals.map_or(0, |t| t.in_flight).to_string()));
+        second.extend(field(
+            "in flight",
+            totals.map_or(0, |t| t.in_flight).to_string(),
+        ));
         Paragraph::new(vec![Line::from(first), Line::from(second)])
             .block(Block::default().borders(Borders::BOTTOM))
     }
 
     fn draw_connections(&mut self, frame: &mut Frame, area: Rect) {
         let mut rows: Vec<ConnectionRow> = match &self.snapshot {
-            Some(Snapshot { tick: Some(tick), .. }) => connection_rows(tick, self.previous.as_ref()),
+            Some(Snapshot {
+                tick: Some(tick), ..
+            }) => connection_rows(tick, self.previous.as_ref()),
             _ => Vec::new(),
         };
         let view = &self.connections;
         rows.sort_by(|a, b| {
             let order = compare(&connection_key(a, view.sort), &connection_key(b, view.sort));
-            if view.descending { order.reverse() } else { order }
+            if view.descending {
+                order.reverse()
+            } else {
+                order
+            }
         });
         let cells: Vec<Row> = rows
             .iter()
@@ -219,7 +257,15 @@ impl View {
             .collect();
         let title = format!(" Connections ({}) ", rows.len());
         let focused = self.focus == Focus::Connections;
-        render_table(frame, area, &title, &CONNECTION_COLUMNS, cells, &mut self.connections, focused);
+        render_table(
+            frame,
+            area,
+            &title,
+            &CONNECTION_COLUMNS,
+            cells,
+            &mut self.connections,
+            focused,
+        );
     }
 
     fn draw_services(&mut self, frame: &mut Frame, area: Rect) {
@@ -243,13 +289,25 @@ impl View {
         let view = &self.services;
         rows.sort_by(|a, b| {
             let order = a[view.sort].cmp(&b[view.sort]);
-            if view.descending { order.reverse() } else { order }
+            if view.descending {
+                order.reverse()
+            } else {
+                order
+            }
         });
         let count = rows.len();
         let cells: Vec<Row> = rows.into_iter().map(Row::new).collect();
         let title = format!(" Services ({count}) ");
         let focused = self.focus == Focus::Services;
-        render_table(frame, area, &title, &SERVICE_COLUMNS, cells, &mut self.services, focused);
+        render_table(
+            frame,
+            area,
+            &title,
+            &SERVICE_COLUMNS,
+            cells,
+            &mut self.services,
+            focused,
+        );
     }
 }
 
@@ -264,7 +322,8 @@ fn render_table(
 ) {
     let count = rows.len();
     if let Some(selected) = view.state.selected() {
-        view.state.select(Some(selected.min(count.saturating_sub(1))));
+        view.state
+            .select(Some(selected.min(count.saturating_sub(1))));
     }
     let header = Row::new(columns.iter().enumerate().map(|(i, (name, _))| {
         let marker = match (i == view.sort, view.descending) {
@@ -275,11 +334,23 @@ fn render_table(
         format!("{name}{marker}")
     }))
     .style(Style::default().add_modifier(Modifier::BOLD | Modifier::REVERSED));
-    let widths: Vec<Constraint> = columns.iter().map(|(_, w)| Constraint::Length(*w)).collect();
-    let border = if focused { Style::default().bold() } else { Style::default().dim() };
+    let widths: Vec<Constraint> = columns
+        .iter()
+        .map(|(_, w)| Constraint::Length(*w))
+        .collect();
+    let border = if focused {
+        Style::default().bold()
+    } else {
+        Style::default().dim()
+    };
     let table = Table::new(rows, widths)
         .header(header)
-        .block(Block::default().borders(Borders::TOP).title(title.to_owned()).border_style(border))
+        .block(
+            Block::default()
+                .borders(Borders::TOP)
+                .title(title.to_owned())
+                .border_style(border),
+        )
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     frame.render_stateful_widget(table, area, &mut view.state);
 }
@@ -341,7 +412,12 @@ pub fn bytes(value: u64) -> String {
 }
 
 pub fn duration(seconds: u64) -> String {
-    let (d, h, m, s) = (seconds / 86400, seconds % 86400 / 3600, seconds % 3600 / 60, seconds % 60);
+    let (d, h, m, s) = (
+        seconds / 86400,
+        seconds % 86400 / 3600,
+        seconds % 3600 / 60,
+        seconds % 60,
+    );
     match (d, h, m) {
         (0, 0, 0) => format!("{s}s"),
         (0, 0, _) => format!("{m}m{s:02}s"),

@@ -34,8 +34,8 @@ fn login_url(hub: &HubProcess) -> String {
 
 /// A service that answers `echo` and swallows notifications.
 async fn register(client: &Client, metadata: serde_json::Value) -> String {
-    let handler = handler_fn(|_| async { reply(&json!({"ok": true})) })
-        .with_notifications(|_| async {});
+    let handler =
+        handler_fn(|_| async { reply(&json!({"ok": true})) }).with_notifications(|_| async {});
     let handle = client
         .register(&metadata, handler)
         .await
@@ -65,12 +65,20 @@ async fn the_page_in_a_real_browser() {
     let code = url.rsplit("code=").next().unwrap();
     assert!(!hub.log().contains(code), "{}", hub.log());
     browser
-        .wait_for("the stream", "document.querySelector('#status').dataset.state === 'live'")
+        .wait_for(
+            "the stream",
+            "document.querySelector('#status').dataset.state === 'live'",
+        )
         .await;
     // The session is HttpOnly, nothing is kept in the browser's storage, and
     // the hub token appears nowhere in the page.
     assert_eq!(browser.eval("document.cookie").await, "");
-    assert_eq!(browser.eval("localStorage.length + sessionStorage.length").await, 0);
+    assert_eq!(
+        browser
+            .eval("localStorage.length + sessionStorage.length")
+            .await,
+        0
+    );
     let html = browser.eval("document.documentElement.outerHTML").await;
     assert!(!html.as_str().unwrap().contains(&hub.token()));
 
@@ -83,9 +91,17 @@ async fn the_page_in_a_real_browser() {
         .await;
     assert_eq!(browser.eval(&services_show(XSS_LABEL)).await, true);
     assert_eq!(browser.eval("typeof window.__xss").await, "undefined");
-    assert_eq!(browser.eval("document.querySelectorAll('#services img').length").await, 0);
+    assert_eq!(
+        browser
+            .eval("document.querySelectorAll('#services img').length")
+            .await,
+        0
+    );
     browser
-        .wait_for("the connection table", "document.querySelector('#connections').innerText.includes('unix')")
+        .wait_for(
+            "the connection table",
+            "document.querySelector('#connections').innerText.includes('unix')",
+        )
         .await;
 
     // The notification-rate chart moves while a client sends.
@@ -115,13 +131,19 @@ async fn the_page_in_a_real_browser() {
     // The client leaves: its service vanishes.
     owner.close();
     browser
-        .wait_for("the service to vanish", &format!("!{}", services_show(&service)))
+        .wait_for(
+            "the service to vanish",
+            &format!("!{}", services_show(&service)),
+        )
         .await;
 
     // The same link again is refused, even with a session.
     browser.navigate(&url).await;
     let refused = browser.eval("document.body.innerText").await;
-    assert!(refused.as_str().unwrap().contains("does not work"), "{refused}");
+    assert!(
+        refused.as_str().unwrap().contains("does not work"),
+        "{refused}"
+    );
 
     // A page of another origin (another port of 127.0.0.1: same site, so
     // the browser even sends the cookie) reads nothing: the hub refuses its
@@ -129,11 +151,14 @@ async fn the_page_in_a_real_browser() {
     let hub_origin = url.split("/ui/").next().unwrap().to_owned();
     let other = serve_probe_page(&hub_origin).await;
     browser.navigate(&other).await;
-    browser.wait_for("the probe", "document.title.startsWith('done')").await;
+    browser
+        .wait_for("the probe", "document.title.startsWith('done')")
+        .await;
     let outcome = browser.eval("document.title").await;
     assert_eq!(outcome, "done: fetch blocked; stream blocked");
     assert!(
-        hub.log().contains("refused a request from a web origin that is not allowed"),
+        hub.log()
+            .contains("refused a request from a web origin that is not allowed"),
         "{}",
         hub.log()
     );
@@ -208,7 +233,11 @@ impl Drop for Tmux {
 async fn top_shows_services_and_connections_in_a_terminal() {
     let hub = HubProcess::start();
     let client = hub.client("top-test-owner").await;
-    register(&client, json!({"label": "visible-in-top", "protocol": "demo/1"})).await;
+    register(
+        &client,
+        json!({"label": "visible-in-top", "protocol": "demo/1"}),
+    )
+    .await;
     let temp = tempfile::tempdir().unwrap();
     let tmux = Tmux {
         socket: temp.path().join("tmux.sock"),
@@ -219,7 +248,15 @@ async fn top_shows_services_and_connections_in_a_terminal() {
         hub.dir_arg()
     );
     let started = tmux.run(&[
-        "new-session", "-d", "-s", "top", "-x", "200", "-y", "50", &command,
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        &command,
     ]);
     assert!(started.status.success(), "{started:?}");
     let deadline = Instant::now() + WAIT;
@@ -229,7 +266,10 @@ async fn top_shows_services_and_connections_in_a_terminal() {
         if screen.contains("visible-in-top") && screen.contains("connections 2") {
             break screen;
         }
-        assert!(Instant::now() < deadline, "top never showed them:\n{screen}");
+        assert!(
+            Instant::now() < deadline,
+            "top never showed them:\n{screen}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(screen.contains("Services (1)"), "{screen}");
@@ -238,7 +278,11 @@ async fn top_shows_services_and_connections_in_a_terminal() {
     tmux.run(&["send-keys", "-t", "top", "q"]);
     let deadline = Instant::now() + WAIT;
     while tmux.run(&["has-session", "-t", "top"]).status.success() {
-        assert!(Instant::now() < deadline, "top did not quit:\n{}", tmux.screen());
+        assert!(
+            Instant::now() < deadline,
+            "top did not quit:\n{}",
+            tmux.screen()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -261,7 +305,13 @@ async fn screenshot() {
     let mut ids = Vec::new();
     for (name, protocol, label) in providers {
         let client = hub.client(name).await;
-        ids.push(register(&client, json!({"label": label, "protocol": protocol, "namespace": name})).await);
+        ids.push(
+            register(
+                &client,
+                json!({"label": label, "protocol": protocol, "namespace": name}),
+            )
+            .await,
+        );
         clients.push(client);
     }
     let traffic = hub.client("agent-host").await;
@@ -271,13 +321,15 @@ async fn screenshot() {
             round += 1;
             let burst = 20 + (round % 40) * 3;
             for _ in 0..burst {
-                let _ = traffic.notify(&ids[3], "refs/changed", &json!({"ref": "main"})).await;
+                let _ = traffic
+                    .notify(&ids[3], "refs/changed", &json!({"ref": "main"}))
+                    .await;
             }
             for id in ids.iter().take(3) {
                 let _: Result<serde_json::Value, _> = traffic.request(id, "echo", &json!({})).await;
             }
             // Now and then a notification to a service that left: a drop.
-            if round % 7 == 0 {
+            if round.is_multiple_of(7) {
                 let _ = traffic.notify("svc-gone", "refs/changed", &json!({})).await;
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
@@ -306,7 +358,11 @@ async fn ten_thousand_services() {
         let client = hub.client(&format!("owner-{owner}")).await;
         for i in 0..250 {
             let n = owner * 250 + i;
-            register(&client, json!({"label": format!("service {n}"), "protocol": "bench/1", "n": n})).await;
+            register(
+                &client,
+                json!({"label": format!("service {n}"), "protocol": "bench/1", "n": n}),
+            )
+            .await;
         }
         owners.push(client);
     }
@@ -315,7 +371,10 @@ async fn ten_thousand_services() {
     let started = Instant::now();
     browser.navigate(&url).await;
     browser
-        .wait_for("10,000 services", "document.querySelector('#services-count').textContent === '10,000'")
+        .wait_for(
+            "10,000 services",
+            "document.querySelector('#services-count').textContent === '10,000'",
+        )
         .await;
     let shown = started.elapsed();
     let timing = browser
@@ -339,10 +398,15 @@ async fn ten_thousand_services() {
     let change = Instant::now();
     let late = register(&owners[0], json!({"label": "the 10,001st"})).await;
     browser
-        .wait_for("the new service", "document.querySelector('#services-count').textContent === '10,001'")
+        .wait_for(
+            "the new service",
+            "document.querySelector('#services-count').textContent === '10,001'",
+        )
         .await;
     let change_shown = change.elapsed();
-    let heap = browser.eval("performance.memory ? performance.memory.usedJSHeapSize : null").await;
+    let heap = browser
+        .eval("performance.memory ? performance.memory.usedJSHeapSize : null")
+        .await;
     println!("10,000 services: login to table shown {shown:?}; navigation timing {timing}");
     println!("search over 10,000: {search_ms} ms; one scroll step: {scroll_ms} ms");
     println!("a registration reached the table in {change_shown:?} ({late}); JS heap {heap} bytes");

@@ -60,13 +60,17 @@ impl History {
     /// `{t:[s…], notifications:[…], requests:[…], bytesIn:[…], bytesOut:[…],
     /// drops:{reason:[…]}, p50:[ms|null…], p99:[…]}` (`t` in seconds).
     pub fn to_json(&self) -> serde_json::Value {
-        let column = |f: &dyn Fn(&Point) -> f64| -> Vec<f64> { self.points.iter().map(f).collect() };
+        let column =
+            |f: &dyn Fn(&Point) -> f64| -> Vec<f64> { self.points.iter().map(f).collect() };
         let drops: serde_json::Map<String, serde_json::Value> = self
             .drop_labels
             .iter()
             .enumerate()
             .map(|(i, label)| {
-                ((*label).to_owned(), serde_json::json!(column(&|p| p.drops[i])))
+                (
+                    (*label).to_owned(),
+                    serde_json::json!(column(&|p| p.drops[i])),
+                )
             })
             .collect();
         let optional = |f: &dyn Fn(&Point) -> Option<f64>| -> Vec<Option<f64>> {

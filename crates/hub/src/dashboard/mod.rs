@@ -29,15 +29,15 @@ mod stream;
 
 use std::sync::Arc;
 
+use crate::conn::Identity;
+use crate::reply;
+use crate::state::HubState;
 use axum::Router;
 use serde_json::json;
 use serde_json::value::RawValue;
 use switchboard_protocol::hub::{DashboardLoginResult, PROTOCOL_VERSION};
 use switchboard_protocol::jsonrpc::ErrorObject;
 use switchboard_protocol::Principal;
-use crate::conn::Identity;
-use crate::reply;
-use crate::state::HubState;
 
 pub use sampler::run as run_sampler;
 

@@ -42,8 +42,18 @@ const CSS: &str = "text/css; charset=utf-8";
 const ASSETS: &[(&str, &str, &str, bool)] = &[
     ("style.css", CSS, include_str!("assets/style.css"), true),
     ("app.js", JS, include_str!("assets/app.js"), false),
-    ("uPlot.min.css", CSS, include_str!("assets/vendor/uPlot.min.css"), false),
-    ("uPlot.iife.min.js", JS, include_str!("assets/vendor/uPlot.iife.min.js"), false),
+    (
+        "uPlot.min.css",
+        CSS,
+        include_str!("assets/vendor/uPlot.min.css"),
+        false,
+    ),
+    (
+        "uPlot.iife.min.js",
+        JS,
+        include_str!("assets/vendor/uPlot.iife.min.js"),
+        false,
+    ),
 ];
 
 const INDEX: &str = include_str!("assets/index.html");
@@ -52,7 +62,10 @@ const REFUSED: &str = include_str!("assets/refused.html");
 
 pub fn routes() -> Router<Arc<HubState>> {
     Router::new()
-        .route("/ui", get(|| async { redirect(StatusCode::PERMANENT_REDIRECT, "/ui/") }))
+        .route(
+            "/ui",
+            get(|| async { redirect(StatusCode::PERMANENT_REDIRECT, "/ui/") }),
+        )
         .route("/ui/", get(index))
         .route("/ui/login", get(login))
         .route("/ui/logout", get(logout))
@@ -63,9 +76,18 @@ pub fn routes() -> Router<Arc<HubState>> {
 
 async fn defences(mut response: Response) -> Response {
     let headers = response.headers_mut();
-    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
     headers.insert(
         "cross-origin-resource-policy",
@@ -128,10 +150,7 @@ async fn asset(
     page(StatusCode::OK, content_type, body)
 }
 
-async fn stream_with_session(
-    State(hub): State<Arc<HubState>>,
-    headers: HeaderMap,
-) -> Response {
+async fn stream_with_session(State(hub): State<Arc<HubState>>, headers: HeaderMap) -> Response {
     if !has_session(&hub, &headers) {
         return help();
     }
@@ -172,7 +191,9 @@ async fn logout(State(hub): State<Arc<HubState>>, headers: HeaderMap) -> Respons
     let mut response = redirect(StatusCode::SEE_OTHER, "/ui/");
     response.headers_mut().insert(
         header::SET_COOKIE,
-        HeaderValue::from_static("switchboard_session=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0"),
+        HeaderValue::from_static(
+            "switchboard_session=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0",
+        ),
     );
     response
 }
@@ -184,10 +205,16 @@ mod tests {
     #[test]
     fn finds_the_session_cookie_among_others() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_static("a=1; switchboard_session=abc; b=2"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=1; switchboard_session=abc; b=2"),
+        );
         assert_eq!(session_cookie(&headers), Some("abc"));
         let mut headers = HeaderMap::new();
-        headers.insert(header::COOKIE, HeaderValue::from_static("xswitchboard_session=abc"));
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("xswitchboard_session=abc"),
+        );
         assert_eq!(session_cookie(&headers), None);
     }
 }

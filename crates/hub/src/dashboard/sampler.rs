@@ -241,4 +241,3 @@ pub fn rss_bytes() -> Option<u64> {
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages * u64::try_from(page).ok()?)
 }
-

@@ -62,4 +62,3 @@ impl Dashboard {
         self.next_watcher.fetch_add(1, Ordering::Relaxed)
     }
 }
-

@@ -121,6 +121,7 @@ fn event(name: &'static str, mut data: Vec<u8>) -> Event {
     if data.last() == Some(&b'\n') {
         data.pop();
     }
-    let text = String::from_utf8(data).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let text = String::from_utf8(data)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     Event::default().event(name).data(text)
 }

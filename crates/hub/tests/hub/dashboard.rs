@@ -84,7 +84,10 @@ async fn a_code_logs_in_once_and_the_session_cookie_is_strict() {
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/ui", "Max-Age="] {
         assert!(cookie.contains(attribute), "{cookie}");
     }
-    assert!(!cookie.contains(&hub.token), "the hub token is not the session");
+    assert!(
+        !cookie.contains(&hub.token),
+        "the hub token is not the session"
+    );
     let session = cookie.split(';').next().unwrap();
 
     // Used once: the same link again is refused, and so is a made-up one.
@@ -101,7 +104,10 @@ async fn a_code_logs_in_once_and_the_session_cookie_is_strict() {
     assert_eq!(page.status, 200);
     assert!(page.body.contains("/ui/static/app.js"));
     let csp = header(&page, "content-security-policy").expect("a CSP");
-    assert!(csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"), "{csp}");
+    assert!(
+        csp.contains("script-src 'self'") && !csp.contains("unsafe-inline"),
+        "{csp}"
+    );
     assert_eq!(header(&page, "referrer-policy"), Some("no-referrer"));
     assert!(header(&page, "access-control-allow-origin").is_none());
     for path in ["/ui/", "/ui/stream", "/ui/static/app.js"] {
@@ -140,7 +146,10 @@ async fn a_foreign_origin_or_host_gets_nothing_even_with_the_cookie() {
     let port = address.rsplit(':').next().unwrap();
     let rebound = format!("evil.example:{port}");
     for headers in [
-        vec![("Cookie", session.as_str()), ("Origin", "http://evil.example")],
+        vec![
+            ("Cookie", session.as_str()),
+            ("Origin", "http://evil.example"),
+        ],
         vec![("Cookie", session.as_str()), ("Origin", "null")],
         vec![("Cookie", session.as_str()), ("Host", rebound.as_str())],
     ] {
@@ -257,7 +266,9 @@ impl Stream {
 async fn the_stream_sends_a_snapshot_then_catalog_actions_and_ticks() {
     let hub = TestHub::start().await;
     let mut owner = hub.client("owner").await;
-    let first = owner.register(json!({"label": "first", "protocol": "x/1"})).await;
+    let first = owner
+        .register(json!({"label": "first", "protocol": "x/1"}))
+        .await;
     let session = log_in(&hub).await;
     let mut stream = Stream::open(&hub, &session).await;
 
@@ -268,10 +279,15 @@ async fn the_stream_sends_a_snapshot_then_catalog_actions_and_ticks() {
     assert_eq!(snapshot["services"][0]["metadata"]["label"], "first");
     assert_eq!(snapshot["hub"]["pid"], std::process::id());
     assert_eq!(snapshot["config"]["limits"]["maxConnections"], 4096);
-    assert!(!snapshot.to_string().contains(&hub.token), "no token in the page's data");
+    assert!(
+        !snapshot.to_string().contains(&hub.token),
+        "no token in the page's data"
+    );
 
     // A registration reaches the page as the catalog action itself.
-    let second = owner.register(json!({"label": "<img src=x onerror=alert(1)>"})).await;
+    let second = owner
+        .register(json!({"label": "<img src=x onerror=alert(1)>"}))
+        .await;
     let actions = stream.next_named("actions").await;
     let action: Value = serde_json::from_str(actions.data.lines().next().unwrap()).unwrap();
     assert_eq!(action["method"], "action");
@@ -292,7 +308,11 @@ async fn the_stream_sends_a_snapshot_then_catalog_actions_and_ticks() {
 
     owner.close().await;
     let removed = stream.next_named("actions").await;
-    assert!(removed.data.contains("clientServices/removed"), "{}", removed.data);
+    assert!(
+        removed.data.contains("clientServices/removed"),
+        "{}",
+        removed.data
+    );
 }
 
 #[tokio::test]
@@ -307,7 +327,9 @@ async fn a_page_that_falls_behind_is_dropped_and_routing_goes_on() {
     let mut owner = hub.client("owner").await;
     let padding = "x".repeat(60 * 1024);
     for i in 0..170 {
-        let id = owner.register(json!({"label": i, "padding": padding})).await;
+        let id = owner
+            .register(json!({"label": i, "padding": padding}))
+            .await;
         expect_result(
             &owner
                 .request("client/unregisterService", json!({"serviceId": id}))
@@ -318,7 +340,9 @@ async fn a_page_that_falls_behind_is_dropped_and_routing_goes_on() {
     let mut caller = hub.client("caller").await;
     let service = owner.register(json!({"label": "echo"})).await;
     caller.notify_service(&service, "ping", json!({})).await;
-    owner.receive(is_method("clientService/notification"), WAIT).await;
+    owner
+        .receive(is_method("clientService/notification"), WAIT)
+        .await;
 
     // Reading on: what the socket held, then `resync`, then the end.
     let event = stream.next_named("resync").await;
@@ -346,25 +370,51 @@ async fn the_snapshot_shows_latency_traffic_and_connections() {
     // Requests answered and notifications sent, until a tick shows them.
     let deadline = tokio::time::Instant::now() + WAIT;
     let tick = loop {
-        assert!(tokio::time::Instant::now() < deadline, "no tick showed the traffic");
-        caller.send_request_with_id(json!(1), "clientService/request", json!({"serviceId": service, "method": "echo"})).await;
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no tick showed the traffic"
+        );
+        caller
+            .send_request_with_id(
+                json!(1),
+                "clientService/request",
+                json!({"serviceId": service, "method": "echo"}),
+            )
+            .await;
         let request = owner.handle_request().await;
-        owner.respond(&request.value["id"], json!({"ok": true})).await;
+        owner
+            .respond(&request.value["id"], json!({"ok": true}))
+            .await;
         caller.response(&json!(1)).await;
         caller.notify_service(&service, "tick", json!({})).await;
         let snapshot = expect_result(&operator.request("hub/dashboardSnapshot", json!({})).await);
         let tick = snapshot["tick"].clone();
-        if tick["rates"]["p99Ms"].is_number() && tick["rates"]["notifications"].as_f64() > Some(0.0) {
+        if tick["rates"]["p99Ms"].is_number() && tick["rates"]["notifications"].as_f64() > Some(0.0)
+        {
             break snapshot;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let rows = tick["tick"]["connections"].as_array().unwrap();
-    assert!(rows.iter().any(|r| r["transport"] == "websocket"), "{rows:?}");
+    assert!(
+        rows.iter().any(|r| r["transport"] == "websocket"),
+        "{rows:?}"
+    );
     let history = &tick["history"];
     assert!(!history["t"].as_array().unwrap().is_empty());
-    for column in ["notifications", "requests", "bytesIn", "bytesOut", "p50", "p99"] {
-        assert_eq!(history[column].as_array().unwrap().len(), history["t"].as_array().unwrap().len(), "{column}");
+    for column in [
+        "notifications",
+        "requests",
+        "bytesIn",
+        "bytesOut",
+        "p50",
+        "p99",
+    ] {
+        assert_eq!(
+            history[column].as_array().unwrap().len(),
+            history["t"].as_array().unwrap().len(),
+            "{column}"
+        );
     }
     assert!(history["drops"]["shed"].is_array());
     assert_eq!(tick["services"][0]["serviceId"], service);

@@ -85,7 +85,12 @@ impl Browser {
                 let path = lines.next()?.trim().to_owned();
                 Some(format!("ws://127.0.0.1:{port}{path}"))
             },
-            || format!("chromium did not open its DevTools port: {}", log_of(profile.path())),
+            || {
+                format!(
+                    "chromium did not open its DevTools port: {}",
+                    log_of(profile.path())
+                )
+            },
         );
         let (page, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(endpoint))
             .await
@@ -108,7 +113,10 @@ impl Browser {
             .unwrap_or_else(|| panic!("no page among {targets}"))
             .to_owned();
         let attached = browser
-            .call("Target.attachToTarget", json!({"targetId": target, "flatten": true}))
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": target, "flatten": true}),
+            )
             .await;
         browser.session = attached["sessionId"].as_str().map(str::to_owned);
         browser.call("Page.enable", json!({})).await;
@@ -131,7 +139,9 @@ impl Browser {
                 .expect("send a CDP command");
             loop {
                 let frame = self.page.next().await.expect("the page is attached");
-                let Ok(Message::Text(text)) = frame else { continue };
+                let Ok(Message::Text(text)) = frame else {
+                    continue;
+                };
                 let value: Value = serde_json::from_str(&text).expect("CDP sends JSON");
                 if value["id"] == id {
                     return value;
@@ -184,8 +194,12 @@ impl Browser {
                 return value;
             }
             if tokio::time::Instant::now() >= deadline {
-                let body = self.eval("document.body ? document.body.innerText : ''").await;
-                panic!("{what}: `{expression}` stayed {value} for {WAIT:?}; the page shows: {body}");
+                let body = self
+                    .eval("document.body ? document.body.innerText : ''")
+                    .await;
+                panic!(
+                    "{what}: `{expression}` stayed {value} for {WAIT:?}; the page shows: {body}"
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
