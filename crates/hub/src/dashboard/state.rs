@@ -45,6 +45,11 @@ impl Dashboard {
         }
     }
 
+    /// The `[dashboard]` section it was started with.
+    pub fn config(&self) -> &DashboardConfig {
+        &self.config
+    }
+
     /// Whether `/ui/` is served (`[dashboard] enabled`).
     pub fn enabled(&self) -> bool {
         self.config.enabled

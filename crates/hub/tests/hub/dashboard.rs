@@ -15,21 +15,7 @@ use crate::support::*;
 
 /// `GET path` with `headers`, the whole response (head and body).
 async fn get(hub: &TestHub, path: &str, headers: &[(&str, &str)]) -> HttpResponse {
-    let address = http::address_of(&hub.ws);
-    let path = path.to_owned();
-    let headers: Vec<(String, String)> = headers
-        .iter()
-        .map(|(n, v)| (n.to_string(), v.to_string()))
-        .collect();
-    tokio::task::spawn_blocking(move || {
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
-        http::get(&address, &path, &headers)
-    })
-    .await
-    .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
+    hub.http_response(path, headers).await
 }
 
 fn header<'a>(response: &'a HttpResponse, name: &str) -> Option<&'a str> {
