@@ -308,11 +308,11 @@ async fn a_page_that_falls_behind_is_dropped_and_routing_goes_on() {
     let mut stream = Stream::open(&hub, &session).await;
     assert_eq!(stream.next().await.name, "snapshot");
 
-    // The page stops reading; a flood of changes (about 10 MB of actions,
+    // The page stops reading; a flood of changes (about 24 MB of actions,
     // more than the page's 4 MiB queue and the sockets' buffers) follows.
     let mut owner = hub.client("owner").await;
     let padding = "x".repeat(60 * 1024);
-    for i in 0..170 {
+    for i in 0..400 {
         let id = owner
             .register(json!({"label": i, "padding": padding}))
             .await;
