@@ -36,8 +36,19 @@ const FLAGS: &[&str] = &[
     "--window-size=1440,1000",
 ];
 
+/// The chromium process, killed (by its PID) when dropped, also when a
+/// launch fails half-way.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 pub struct Browser {
-    child: Child,
+    _child: Process,
     /// The browser's DevTools socket.
     page: WebSocketStream<MaybeTlsStream<TcpStream>>,
     next_id: u64,
@@ -73,6 +84,7 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
+            .map(Process)
             .expect("start chromium");
         // Chromium writes its DevTools port and path into the profile once
         // it listens: `PORT\n/devtools/browser/ID`.
@@ -97,7 +109,7 @@ impl Browser {
             .expect("attach to the browser in time")
             .expect("attach to the browser");
         let mut browser = Browser {
-            child,
+            _child: child,
             page,
             next_id: 1,
             session: None,
@@ -225,11 +237,4 @@ impl Browser {
 
 fn log_of(profile: &Path) -> String {
     std::fs::read_to_string(profile.join("chromium.log")).unwrap_or_default()
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
