@@ -15,7 +15,7 @@ use switchboard_client::{handler_fn, reply, Client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::support::browser::Browser;
+use crate::support::browser::{Browser, REBOUND_HOST};
 use crate::support::*;
 
 /// A label no browser may interpret.
@@ -137,6 +137,23 @@ async fn the_page_in_a_real_browser() {
         )
         .await;
 
+    // A flood of catalog changes (800 registrations and their removals from
+    // four clients at once) does not freeze the page: it keeps answering and
+    // ends showing exactly the catalog, still live.
+    flood_the_catalog(&hub).await;
+    let late = hub.client("dashboard-late").await;
+    let after = register(&late, json!({"label": "after-the-flood"})).await;
+    browser
+        .wait_for(
+            "the page to settle on the catalog after the flood",
+            &format!(
+                "{} && document.querySelector('#services-count').textContent === '1' \
+                 && document.querySelector('#status').dataset.state === 'live'",
+                services_show(&after)
+            ),
+        )
+        .await;
+
     // The same link again is refused, even with a session.
     browser.navigate(&url).await;
     let refused = browser.eval("document.body.innerText").await;
@@ -162,6 +179,74 @@ async fn the_page_in_a_real_browser() {
         "{}",
         hub.log()
     );
+
+    // DNS rebinding: a name that resolves to 127.0.0.1 (`rebound.test`, see
+    // the browser's flags) is another origin on the hub's own port. Even
+    // given the session cookie, it gets the refusal and nothing else.
+    let cookies = browser
+        .call(
+            "Network.getCookies",
+            json!({"urls": [format!("{hub_origin}/ui/")]}),
+        )
+        .await;
+    let session = cookies["cookies"]
+        .as_array()
+        .and_then(|list| list.iter().find(|c| c["name"] == "switchboard_session"))
+        .unwrap_or_else(|| panic!("the session cookie: {cookies}"))
+        .clone();
+    let port = hub_origin.rsplit(':').next().unwrap();
+    let rebound = format!("http://{}:{port}", REBOUND_HOST);
+    let set = browser
+        .call(
+            "Network.setCookie",
+            json!({"name": "switchboard_session", "value": session["value"],
+                   "url": format!("{rebound}/ui/"), "path": "/ui", "httpOnly": true}),
+        )
+        .await;
+    assert_eq!(set["success"], true, "{set}");
+    browser.navigate(&format!("{rebound}/ui/")).await;
+    let body = browser.eval("document.body.innerText.trim()").await;
+    assert_eq!(body, "Host is not a loopback name");
+    assert_eq!(
+        browser
+            .eval("document.querySelector('#services') === null")
+            .await,
+        true
+    );
+    assert!(
+        hub.log()
+            .contains("refused a request for a non-loopback Host"),
+        "{}",
+        hub.log()
+    );
+    // Through all of it the hub never logged its token.
+    assert!(!hub.log().contains(&hub.token()), "{}", hub.log());
+}
+
+/// 800 services registered and removed again, by four clients at once.
+async fn flood_the_catalog(hub: &HubProcess) {
+    let mut clients = Vec::new();
+    for i in 0..4 {
+        clients.push(hub.client(&format!("dashboard-flood-{i}")).await);
+    }
+    let handles = futures::future::join_all(clients.iter().flat_map(|client| {
+        (0..200).map(move |n| {
+            let handler = handler_fn(|_| async { reply(&json!({})) });
+            async move {
+                client
+                    .register(&json!({"label": format!("flood {n}")}), handler)
+                    .await
+                    .expect("register during the flood")
+            }
+        })
+    }))
+    .await;
+    for removed in futures::future::join_all(handles.into_iter().map(|h| h.unregister())).await {
+        removed.expect("unregister during the flood");
+    }
+    for client in clients {
+        client.close();
+    }
 }
 
 /// Serves one page on another loopback port that tries to read the

@@ -34,7 +34,12 @@ const FLAGS: &[&str] = &[
     "--disable-dev-shm-usage",
     "--remote-debugging-port=0",
     "--window-size=1440,1000",
+    // A name for the hub that is not a loopback name (DNS rebinding).
+    "--host-resolver-rules=MAP rebound.test 127.0.0.1",
 ];
+
+/// Resolves to 127.0.0.1 in the test browser (see [`FLAGS`]).
+pub const REBOUND_HOST: &str = "rebound.test";
 
 /// The chromium process, killed (by its PID) when dropped, also when a
 /// launch fails half-way.
