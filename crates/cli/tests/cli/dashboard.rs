@@ -323,6 +323,11 @@ async fn top_shows_services_and_connections_in_a_terminal() {
         json!({"label": "visible-in-top", "protocol": "demo/1"}),
     )
     .await;
+    register(
+        &client,
+        json!({"label": "another-in-top", "protocol": "demo/1"}),
+    )
+    .await;
     let temp = tempfile::tempdir().unwrap();
     let tmux = Tmux {
         socket: temp.path().join("tmux.sock"),
@@ -357,8 +362,31 @@ async fn top_shows_services_and_connections_in_a_terminal() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(screen.contains("Services (1)"), "{screen}");
+    assert!(screen.contains("Services (2)"), "{screen}");
     assert!(screen.contains("demo/1"), "{screen}");
+    // The service table is sorted by label, A to Z; Tab moves to it and `r`
+    // reverses it.
+    let order = |screen: &str| {
+        let first = screen.find("another-in-top").expect("the other service");
+        let second = screen.find("visible-in-top").expect("the service");
+        first < second
+    };
+    assert!(order(&screen), "{screen}");
+    assert!(screen.contains("LABEL▲"), "{screen}");
+    tmux.run(&["send-keys", "-t", "top", "Tab"]);
+    tmux.run(&["send-keys", "-t", "top", "r"]);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let screen = tmux.screen();
+        if screen.contains("LABEL▼") && !order(&screen) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "`r` did not reverse the service table:\n{screen}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // `q` quits, and the terminal is given back.
     tmux.run(&["send-keys", "-t", "top", "q"]);
     let deadline = Instant::now() + WAIT;
