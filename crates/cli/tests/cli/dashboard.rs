@@ -461,7 +461,7 @@ async fn screenshot() {
 /// The page with 10,000 services: how long the first snapshot takes to
 /// show, a search, and a change reaching the table. Prints the figures
 /// (`docs/dashboard.md` has them):
-/// `cargo test --release -p switchboard-cli --test cli -- --ignored --nocapture dashboard::ten_thousand_services`.
+/// `cargo test -p switchboard-cli --test cli -- --ignored --nocapture dashboard::ten_thousand_services`.
 #[tokio::test]
 #[ignore = "a measurement, not a check (about a minute)"]
 async fn ten_thousand_services() {
