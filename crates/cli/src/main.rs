@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 mod acp;
 mod call;
 mod connect;
+mod dashboard;
 mod describe;
 mod mcp;
 mod modules;
@@ -22,6 +23,7 @@ mod service;
 mod services;
 mod status;
 mod target;
+mod top;
 
 #[derive(Parser)]
 #[command(
@@ -50,6 +52,10 @@ enum Command {
     Notify(notify::NotifyArgs),
     /// Show whether a hub runs, where, and its counters.
     Status(status::StatusArgs),
+    /// Open the hub's live dashboard in the browser (a one-time login link; --print-url prints it).
+    Dashboard(dashboard::DashboardArgs),
+    /// Watch the hub live in the terminal: connections, services, rates (q quits).
+    Top(top::TopArgs),
     /// Serve MCP on stdio: every hub tool provider's tools, as <namespace>__<tool>.
     Mcp(mcp::McpArgs),
     /// Run a stdio MCP server and publish its tools on the hub: provide-mcp --namespace NS -- COMMAND [ARGS...]
@@ -91,6 +97,8 @@ fn main() -> ExitCode {
             Command::Call(args) => call::call(args).await,
             Command::Notify(args) => notify::notify(args).await,
             Command::Status(args) => status::status(args).await,
+            Command::Dashboard(args) => dashboard::dashboard(args).await,
+            Command::Top(args) => top::top(args).await,
             Command::Mcp(args) => mcp::mcp(args).await,
             Command::ProvideMcp(args) => provide_mcp::provide_mcp(args).await,
             Command::Modules(args) => modules::modules(args).await,

@@ -181,6 +181,11 @@ impl Admission {
         let mut table = self.table.lock();
         let admitted = table.open.remove(&conn.id);
         totals.absorb(&conn.counters);
+        let (sent, _) = conn.out.sent();
+        totals
+            .messages_sent
+            .fetch_add(sent.messages, Ordering::Relaxed);
+        totals.bytes_sent.fetch_add(sent.bytes, Ordering::Relaxed);
         // The slot is freed here, under the lock: once a reader sees the
         // connection gone from the table, its slot is free too.
         drop(admitted);

@@ -9,6 +9,10 @@
 //! [limits]                                      # names as in the spec's table
 //! maxConnections = 1024
 //!
+//! [dashboard]                                   # the page under /ui/ (docs/dashboard.md)
+//! enabled = true
+//! login_code_seconds = 60                       # how long a login code lasts (1 to 600)
+//!
 //! [principals.explorer]
 //! token_file = "tokens/explorer"                # relative to this file; or token = "…"
 //!
@@ -81,6 +85,8 @@ struct File {
     #[serde(default)]
     limits: Option<toml::Table>,
     #[serde(default)]
+    dashboard: DashboardSection,
+    #[serde(default)]
     principals: BTreeMap<String, PrincipalSection>,
     #[serde(default)]
     grants: Vec<GrantSection>,
@@ -129,6 +135,52 @@ struct HubSection {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct DashboardSection {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default = "default_login_code_seconds")]
+    login_code_seconds: u64,
+}
+
+impl Default for DashboardSection {
+    fn default() -> Self {
+        DashboardSection {
+            enabled: true,
+            login_code_seconds: default_login_code_seconds(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_login_code_seconds() -> u64 {
+    DashboardConfig::default().login_code.as_secs()
+}
+
+/// The `[dashboard]` section: whether `/ui/` is served, and how long a
+/// one-time login code lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DashboardConfig {
+    pub enabled: bool,
+    pub login_code: std::time::Duration,
+}
+
+impl Default for DashboardConfig {
+    fn default() -> Self {
+        DashboardConfig {
+            enabled: true,
+            login_code: std::time::Duration::from_secs(60),
+        }
+    }
+}
+
+/// The longest a login code may be configured to last.
+const MAX_LOGIN_CODE_SECONDS: u64 = 600;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct PrincipalSection {
     token: Option<String>,
     token_file: Option<PathBuf>,
@@ -149,6 +201,8 @@ pub struct Config {
     pub allowed_origins: Vec<String>,
     pub allow_unverified: bool,
     pub log_payloads: bool,
+    /// Read at start only (a reload that changes it logs that a restart applies it).
+    pub dashboard: DashboardConfig,
     /// `(name, token)`.
     pub principals: Vec<(String, String)>,
     pub grants: Vec<Grant>,
@@ -191,6 +245,20 @@ impl Config {
             path: path.to_owned(),
             error: source,
         })?;
+
+        let seconds = file.dashboard.login_code_seconds;
+        if !(1..=MAX_LOGIN_CODE_SECONDS).contains(&seconds) {
+            return Err(ConfigError::Parse {
+                path: path.to_owned(),
+                message: format!(
+                    "[dashboard] login_code_seconds is {seconds}; it must be from 1 to {MAX_LOGIN_CODE_SECONDS}"
+                ),
+            });
+        }
+        let dashboard = DashboardConfig {
+            enabled: file.dashboard.enabled,
+            login_code: std::time::Duration::from_secs(seconds),
+        };
 
         let mut principals = Vec::with_capacity(file.principals.len());
         for (name, section) in file.principals {
@@ -289,6 +357,7 @@ impl Config {
             allowed_origins: file.hub.allowed_origins,
             allow_unverified: file.hub.allow_unverified,
             log_payloads: file.hub.log_payloads,
+            dashboard,
             principals,
             grants,
             modules,
@@ -512,6 +581,13 @@ mod tests {
         assert!(error.to_string().contains("unknown action \"write\""));
         let error = parse("[limits]\nmaxConections = 1\n").unwrap_err();
         assert!(error.to_string().contains("maxConections"));
+        let error = parse("[dashboard]\nlogin_code_seconds = 0\n").unwrap_err();
+        assert!(error.to_string().contains("from 1 to 600"), "{error}");
+        let error = parse("[dashboard]\nenable = false\n").unwrap_err();
+        assert!(error.to_string().contains("enable"), "{error}");
+        let config = parse("[dashboard]\nenabled = false\n").unwrap();
+        assert!(!config.dashboard.enabled);
+        assert!(parse("").unwrap().dashboard.enabled);
         let error = parse("[hub]\nallow_unverifed = true\n").unwrap_err();
         assert!(error.to_string().contains("allow_unverifed"));
         let error =

@@ -21,7 +21,7 @@ use crate::policy::PrincipalRef;
 use crate::wire;
 
 /// Which listener a connection came through, or which part of the hub
-/// made it (for logs and metrics).
+/// made it (for logs, metrics and the dashboard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transport {
     Unix,
@@ -37,6 +37,16 @@ impl Transport {
     /// Whether a client connected through a listener (not a part of the hub).
     pub fn is_client(self) -> bool {
         matches!(self, Transport::Unix | Transport::WebSocket)
+    }
+
+    /// Its name in the dashboard and `switchboard top`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Unix => "unix",
+            Transport::WebSocket => "websocket",
+            Transport::Link => "hub link",
+            Transport::Feed => "federation feed",
+        }
     }
 }
 
@@ -79,6 +89,8 @@ pub type Timers = pending::Timers<Conn>;
 pub struct Conn {
     pub id: ConnId,
     pub transport: Transport,
+    /// When it was admitted (the dashboard's "connected since").
+    pub connected_at: std::time::SystemTime,
     /// Bytes for the peer. Any task pushes; only this connection's writer drains.
     pub out: Outbound,
     /// Written once by this connection's reader at `initialize`.
@@ -113,6 +125,7 @@ impl Conn {
         Arc::new(Conn {
             id,
             transport,
+            connected_at: std::time::SystemTime::now(),
             out,
             identity: OnceLock::new(),
             calls: Mutex::new(CallerIndex::default()),

@@ -13,6 +13,7 @@
 //! - `outbound`: per-connection queues and the overload policy;
 //! - `state`, `teardown`, `reload`, `scrape`: the shared state, a
 //!   connection's end and shutdown, config reloads, metrics;
+//! - `dashboard`: the page under `/ui/` and `switchboard top`'s data;
 //! - [`policy`] and [`config`]: principals, tokens and grants;
 //! - [`modules`]: the processes the hub starts, proves and restarts;
 //! - [`dir`]: the hub directory, lock and `hub.json`;
@@ -32,6 +33,7 @@ pub mod fuzzing;
 
 mod admission;
 mod conn;
+mod dashboard;
 mod federated;
 mod ids;
 mod metrics;

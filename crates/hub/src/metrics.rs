@@ -101,9 +101,48 @@ impl From<GoneReason> for RequestFailure {
     }
 }
 
+/// Request latency (from forwarding to the owner's answer) in fixed
+/// power-of-two buckets of microseconds: bucket 0 holds 0 µs, bucket `k`
+/// holds `[2^(k-1), 2^k)` µs, and the last one everything longer (from
+/// about 67 s). Recording is one relaxed add, on the answering owner's own
+/// counters; the dashboard's sampler sums and diffs them each second.
+#[derive(Debug, Default)]
+pub struct Latency {
+    buckets: [AtomicU64; LATENCY_BUCKETS],
+}
+
+/// How many latency buckets there are.
+pub const LATENCY_BUCKETS: usize = 28;
+
+impl Latency {
+    pub fn record(&self, elapsed: std::time::Duration) {
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        let bucket = (64 - micros.leading_zeros() as usize).min(LATENCY_BUCKETS - 1);
+        bump(&self.buckets[bucket]);
+    }
+
+    /// The counts, bucket by bucket.
+    pub fn counts(&self) -> [u64; LATENCY_BUCKETS] {
+        std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed))
+    }
+
+    /// The upper bound of bucket `index` in microseconds (what a percentile
+    /// falling in it reports).
+    pub fn bucket_ceiling_micros(index: usize) -> u64 {
+        1u64 << index.min(63)
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct Counters {
     pub messages_received: AtomicU64,
+    /// Bytes of the messages read (without framing).
+    pub bytes_received: AtomicU64,
+    /// Messages queued to the connection and bytes written to it. An open
+    /// connection counts them in its queue (`Outbound::sent`, under the
+    /// lock a push takes anyway); they are added here when it is released.
+    pub messages_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
     pub protocol_errors: AtomicU64,
     pub notifications_forwarded: AtomicU64,
     notifications_dropped: [AtomicU64; NotifyDrop::ALL.len()],
@@ -112,6 +151,8 @@ pub struct Counters {
     requests_failed: [AtomicU64; RequestFailure::ALL.len()],
     pub responses_dropped: AtomicU64,
     pub slow_consumer_disconnects: AtomicU64,
+    /// Latency of the requests this connection's services answered.
+    pub latency: Latency,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -131,6 +172,35 @@ impl Counters {
         bump(&self.requests_failed[why as usize]);
     }
 
+    /// Adds `n` to a byte counter.
+    pub fn add(counter: &AtomicU64, n: usize) {
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    /// Notifications dropped, by reason (labels as in `/metrics`).
+    pub fn drops(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        NotifyDrop::ALL.iter().map(|why| {
+            (
+                why.label(),
+                self.notifications_dropped[*why as usize].load(Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// Requests the hub answered instead of an owner, by reason.
+    pub fn failures(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        RequestFailure::ALL.iter().map(|why| {
+            (
+                why.label(),
+                self.requests_failed[*why as usize].load(Ordering::Relaxed),
+            )
+        })
+    }
+
     /// Adds every counter of `other` into `self`.
     pub fn absorb(&self, other: &Counters) {
         let pairs = self.all().into_iter().zip(other.all());
@@ -142,6 +212,9 @@ impl Counters {
     fn all(&self) -> Vec<&AtomicU64> {
         let mut all = vec![
             &self.messages_received,
+            &self.bytes_received,
+            &self.messages_sent,
+            &self.bytes_sent,
             &self.protocol_errors,
             &self.notifications_forwarded,
             &self.requests_started,
@@ -151,6 +224,7 @@ impl Counters {
         ];
         all.extend(self.notifications_dropped.iter());
         all.extend(self.requests_failed.iter());
+        all.extend(self.latency.buckets.iter());
         all
     }
 }
@@ -225,6 +299,18 @@ pub fn render<'a>(counters: impl IntoIterator<Item = &'a Counters>, gauges: &Gau
         "counter",
         "JSON-RPC messages read from clients.",
         &[("", get(&total.messages_received))],
+    );
+    metric(
+        "received_bytes_total",
+        "counter",
+        "Bytes of the JSON-RPC messages read from clients.",
+        &[("", get(&total.bytes_received))],
+    );
+    metric(
+        "sent_bytes_total",
+        "counter",
+        "Bytes written to clients.",
+        &[("", get(&total.bytes_sent))],
     );
     metric(
         "protocol_errors_total",
@@ -320,6 +406,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn latency_buckets_are_powers_of_two_microseconds() {
+        let latency = Latency::default();
+        for micros in [0, 1, 2, 3, 1000, u64::MAX / 2] {
+            latency.record(std::time::Duration::from_micros(micros));
+        }
+        let counts = latency.counts();
+        assert_eq!(counts[0], 1); // 0 µs
+        assert_eq!(counts[1], 1); // 1 µs
+        assert_eq!(counts[2], 2); // 2 and 3 µs
+        assert_eq!(counts[10], 1); // 1000 µs: [512, 1024)
+        assert_eq!(counts[LATENCY_BUCKETS - 1], 1);
+        assert_eq!(Latency::bucket_ceiling_micros(10), 1024);
+    }
+
+    #[test]
     fn renders_summed_counters() {
         let a = Counters::default();
         let b = Counters::default();
@@ -331,6 +432,7 @@ mod tests {
         assert!(text.contains("switchboard_notifications_forwarded_total 2\n"));
         assert!(text.contains("switchboard_notifications_dropped_total{reason=\"shed\"} 1\n"));
         assert!(text.contains("switchboard_requests_failed_total{reason=\"timeout\"} 1\n"));
+        assert!(text.contains("switchboard_received_bytes_total 0\n"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert_eq!(line.split(' ').count(), 2, "{line}");
         }

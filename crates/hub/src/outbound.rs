@@ -76,6 +76,19 @@ struct State {
     /// A sender waited for this queue to drain and gave up; cleared once it
     /// drains below the soft watermark.
     stalled: bool,
+    /// Messages queued and bytes written, for the dashboard: counted here,
+    /// under the lock every push and write takes anyway, so the count costs
+    /// no atomic of its own.
+    sent: Sent,
+}
+
+/// What a queue has taken and written so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// Messages queued (every push that was not refused).
+    pub messages: u64,
+    /// Bytes the writer wrote.
+    pub bytes: u64,
 }
 
 pub struct Outbound {
@@ -115,6 +128,7 @@ impl Outbound {
                 status: Status::Open,
                 slow_consumer: false,
                 stalled: false,
+                sent: Sent::default(),
             }),
             writer_wake: Notify::new(),
             drained: Notify::new(),
@@ -153,6 +167,7 @@ impl Outbound {
         write(&mut state.buf);
         let added = state.buf.len() - before;
         state.queued += added;
+        state.sent.messages += 1;
         if state.queued > self.slow_bytes {
             state.status = Status::Aborted;
             state.slow_consumer = true;
@@ -243,6 +258,12 @@ impl Outbound {
         self.state.lock().queued
     }
 
+    /// Messages queued and bytes written so far, with the bytes waiting.
+    pub fn sent(&self) -> (Sent, usize) {
+        let state = self.state.lock();
+        (state.sent, state.queued)
+    }
+
     /// Resolves once the connection should stop reading.
     pub async fn reader_stopped(&self) {
         self.stop.cancelled().await
@@ -287,6 +308,7 @@ impl Outbound {
     pub fn written(&self, buf: &mut Vec<u8>) {
         let mut state = self.state.lock();
         state.queued = state.queued.saturating_sub(buf.len());
+        state.sent.bytes += buf.len() as u64;
         let drained = state.queued <= self.soft_bytes;
         if drained {
             state.stalled = false;
@@ -344,6 +366,11 @@ mod tests {
         assert_eq!(out.queued_bytes(), 4);
         out.written(&mut buf);
         assert_eq!(out.queued_bytes(), 0);
+        let sent = Sent {
+            messages: 2,
+            bytes: 4,
+        };
+        assert_eq!(out.sent(), (sent, 0));
     }
 
     #[tokio::test]

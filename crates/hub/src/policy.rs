@@ -201,6 +201,46 @@ impl Policy {
         found.cloned()
     }
 
+    /// What this policy allows, for the dashboard: principal names (never
+    /// a token or digest), grants, origins.
+    pub fn describe(&self) -> serde_json::Value {
+        let selector = |s: &Selector| match s {
+            Selector::Any => "*".to_owned(),
+            Selector::Named(name) => name.clone(),
+            Selector::OnHub { hub, principal } => {
+                let name = principal.as_ref().map_or("*", Principal::label);
+                format!("{hub}/{name}")
+            }
+        };
+        let grants: Vec<serde_json::Value> = self
+            .grants
+            .iter()
+            .map(|grant| {
+                let allow: Vec<&str> = [
+                    (Action::Discover, "discover"),
+                    (Action::Notify, "notify"),
+                    (Action::Request, "request"),
+                ]
+                .into_iter()
+                .filter(|(action, _)| grant.allow & action.bit() != 0)
+                .map(|(_, name)| name)
+                .collect();
+                serde_json::json!({"from": selector(&grant.from), "to": selector(&grant.to), "allow": allow})
+            })
+            .collect();
+        let principals: Vec<&str> = self
+            .named
+            .iter()
+            .map(|named| named.principal.principal.label())
+            .collect();
+        serde_json::json!({
+            "principals": principals,
+            "grants": grants,
+            "allowedOrigins": self.allowed_origins,
+            "allowUnverified": self.allows_unverified(),
+        })
+    }
+
     /// Whether connections without a token are served (as `unverified`).
     pub fn allows_unverified(&self) -> bool {
         self.unverified.is_some()

@@ -27,7 +27,7 @@ use switchboard_protocol::Principal;
 
 use crate::conn::{Conn, Identity};
 use crate::ids::{self, ConnId};
-use crate::outbound::{Class, Pushed};
+use crate::outbound::{Class, Outbound, Pushed};
 use crate::pending::InFlight;
 use crate::policy::{Action, Policy, PrincipalRef};
 use crate::reply;
@@ -96,6 +96,10 @@ struct Catalog {
     services: FastMap<Box<str>, Listed>,
     owned: FastMap<ConnId, Vec<Arc<ServiceRoute>>>,
     subscribers: FastMap<ConnId, Arc<Conn>>,
+    /// Watchers of the whole catalog (the dashboard's streams): they see
+    /// what `direct` sees, everything, through a bare bounded queue. One
+    /// too slow to take an action is dropped here (it resyncs).
+    watchers: FastMap<u64, Arc<Outbound>>,
     seq: u64,
     registrations: u64,
 }
@@ -224,6 +228,23 @@ impl Catalog {
         self.publish(seq_mirror, policy, route, &action);
     }
 
+    /// Every service's JSON as one array, oldest first.
+    fn all_services(&self) -> String {
+        let mut services: Vec<&Listed> = self.services.values().collect();
+        services.sort_unstable_by_key(|listed| listed.order);
+        let size: usize = services.iter().map(|l| l.json.len() + 1).sum();
+        let mut list = String::with_capacity(size + 2);
+        list.push('[');
+        for (index, listed) in services.iter().enumerate() {
+            if index > 0 {
+                list.push(',');
+            }
+            list.push_str(&listed.json);
+        }
+        list.push(']');
+        list
+    }
+
     /// Stamps the next `serverSeq` on an action and queues it for every
     /// subscriber that may see `route`.
     fn publish(
@@ -240,6 +261,12 @@ impl Catalog {
             if visible(policy, subscriber, route) {
                 send_action(subscriber, seq, action);
             }
+        }
+        if !self.watchers.is_empty() {
+            self.watchers.retain(|_, watcher| {
+                let pushed = watcher.push(Class::Essential, |buf| wire::action(buf, seq, action));
+                !matches!(pushed, Pushed::Closed | Pushed::SlowConsumer)
+            });
         }
     }
 }
@@ -437,6 +464,38 @@ impl Registry {
         snapshot.push(b'}');
         respond(&into_text(snapshot), catalog.seq);
         catalog.subscribers.insert(conn.id, conn.clone());
+    }
+
+    /// Adds a watcher of the whole catalog: returns every service as a JSON
+    /// array (oldest first) and the `serverSeq` it reflects, built under the
+    /// catalog lock that also registers `out`, so every later change reaches
+    /// `out` and none falls in between. `id` names it for [`Self::unwatch`].
+    pub fn watch(&self, id: u64, out: Arc<Outbound>) -> (String, u64) {
+        let mut catalog = self.catalog.write();
+        let list = catalog.all_services();
+        catalog.watchers.insert(id, out);
+        (list, catalog.seq)
+    }
+
+    /// Every service as a JSON array (oldest first), and its `serverSeq`.
+    pub fn services_json(&self) -> (String, u64) {
+        let catalog = self.catalog.read();
+        (catalog.all_services(), catalog.seq)
+    }
+
+    pub fn unwatch(&self, id: u64) {
+        self.catalog.write().watchers.remove(&id);
+    }
+
+    /// How many services each connection owns (connections with none are
+    /// left out).
+    pub fn owned_counts(&self) -> Vec<(ConnId, usize)> {
+        let catalog = self.catalog.read();
+        catalog
+            .owned
+            .iter()
+            .map(|(id, routes)| (*id, routes.len()))
+            .collect()
     }
 
     pub fn unsubscribe(&self, conn: &Conn) {

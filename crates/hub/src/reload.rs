@@ -1,5 +1,5 @@
 //! Re-reading the config (`SIGHUP`, `hub/reload`): new principals, grants
-//! and origins apply at once; limits wait for a restart.
+//! and origins apply at once; limits and `[dashboard]` wait for a restart.
 
 use std::sync::Arc;
 
@@ -19,6 +19,9 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
     };
     if config.limits != hub.limits {
         tracing::warn!("the config's [limits] changed; they apply when the hub restarts");
+    }
+    if config.dashboard != *hub.dashboard.config() {
+        tracing::warn!("the config's [dashboard] changed; it applies when the hub restarts");
     }
     let policy = Arc::new(config.policy(hub.direct_token()));
     // Swapped under the catalog lock, with the visibility changes it causes

@@ -478,6 +478,13 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
         return Counters::inc(&owner.counters.responses_dropped);
     };
     requests::forget(hub, forwarded_id, &entry);
+    // The entry knows when the request was forwarded: its deadline less its timeout.
+    if let Some(start) = entry
+        .deadline
+        .checked_sub(Duration::from_millis(entry.timeout_ms))
+    {
+        owner.counters.latency.record(start.elapsed());
+    }
     let caller_id = entry.caller_id.as_str();
     let max_data = hub.limits.max_error_data_bytes;
     let pushed = entry

@@ -3,7 +3,9 @@
 //! totals of closed ones; `metrics.rs` renders them) and the sizes tests
 //! assert on.
 
-use crate::metrics::{self, Gauges};
+use std::sync::atomic::Ordering;
+
+use crate::metrics::{self, Counters, Gauges};
 use crate::state::HubState;
 
 /// Sizes of the request bookkeeping (see `pending.rs`).
@@ -35,11 +37,22 @@ impl HubState {
             server_seq: self.registry.server_seq(),
             reloads: self.reloads(),
         };
+        // Open connections count what they sent in their queues.
+        let open_sent = Counters::default();
         for conn in open.iter() {
             gauges.requests_in_flight += conn.pending.lock().len() as u64;
-            gauges.queued_bytes += conn.out.queued_bytes() as u64;
+            let (sent, queued) = conn.out.sent();
+            gauges.queued_bytes += queued as u64;
+            open_sent
+                .messages_sent
+                .fetch_add(sent.messages, Ordering::Relaxed);
+            open_sent
+                .bytes_sent
+                .fetch_add(sent.bytes, Ordering::Relaxed);
         }
-        let counters = std::iter::once(&self.counters).chain(open.iter().map(|c| &c.counters));
+        let counters = [&self.counters, &open_sent]
+            .into_iter()
+            .chain(open.iter().map(|c| &c.counters));
         let mut text = metrics::render(counters, &gauges);
         drop(open);
         let services = self.registry.reserved_service_counts();

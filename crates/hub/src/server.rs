@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
+use crate::dashboard;
 use crate::dir::{DirError, HubDir, HubInfo};
 pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
@@ -118,6 +119,7 @@ impl Hub {
             tasks.spawn(http::accept_loop(state.clone(), listener, tasks.clone()));
         }
         tasks.spawn(requests::run_timers(state.clone()));
+        tasks.spawn(dashboard::run_sampler(state.clone()));
 
         let info = HubInfo {
             version: 1,

@@ -20,6 +20,7 @@ use switchboard_protocol::modules::{is_launch_credential, ModulesResult};
 use switchboard_protocol::{ErrorCode, Principal};
 
 use crate::conn::{Conn, Identity, Transport};
+use crate::dashboard;
 use crate::ids;
 use crate::metrics::{Counters, NotifyDrop};
 use crate::modules::launch::Peer;
@@ -199,6 +200,7 @@ impl Session {
             return Flow::Continue;
         }
         Counters::inc(&self.conn.counters.messages_received);
+        Counters::add(&self.conn.counters.bytes_received, bytes.len());
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
@@ -302,6 +304,10 @@ impl Session {
             method::RELOAD => self.reply(id, self.reload(identity)),
             method::MODULES => self.reply(id, self.modules(identity)),
             method::RESTART_MODULE => self.reply(id, self.restart_module(identity, params)),
+            method::DASHBOARD_LOGIN => self.reply(id, dashboard::login_code(&self.hub, identity)),
+            method::DASHBOARD_SNAPSHOT => {
+                self.reply(id, dashboard::snapshot_for(&self.hub, identity))
+            }
             method::NOTIFY | method::CANCEL_REQUEST | method::UNSUBSCRIBE => {
                 let error = reply::invalid_request(
                     "notificationWithId",

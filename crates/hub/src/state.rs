@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::conn::Timers;
+use crate::dashboard::state::Dashboard;
 use crate::federated::Federated;
 use crate::metrics::Counters;
 use crate::modules::Modules;
@@ -32,6 +33,8 @@ pub struct HubState {
     pub counters: Counters,
     /// The open connections and the slots they hold.
     pub admission: Admission,
+    /// Login codes, sessions, the sampler's history and ticks (`dashboard/`).
+    pub dashboard: Dashboard,
     /// The config file `reload` re-reads (`None`: defaults only).
     pub config_path: Option<PathBuf>,
     /// The supervised modules and their live launch credentials.
@@ -69,6 +72,7 @@ impl HubState {
             forward_ids: ForwardIds::default(),
             counters: Counters::default(),
             admission: Admission::new(config.limits.max_connections),
+            dashboard: Dashboard::new(&config.dashboard),
             config_path,
             modules: Modules::default(),
             direct_token,

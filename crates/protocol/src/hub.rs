@@ -59,6 +59,13 @@ pub mod method {
     pub const MODULES: &str = "hub/modules";
     /// Extension: stop a module and start it again (direct only).
     pub const RESTART_MODULE: &str = "hub/restartModule";
+    /// Extension: a one-time login code for the dashboard page (direct
+    /// principal only); result [`super::DashboardLoginResult`].
+    pub const DASHBOARD_LOGIN: &str = "hub/dashboardLogin";
+    /// Extension: the dashboard's snapshot (hub, config, services, the
+    /// latest tick, history) as JSON (direct principal only), for
+    /// `switchboard top`. Its shape is in `docs/dashboard.md`.
+    pub const DASHBOARD_SNAPSHOT: &str = "hub/dashboardSnapshot";
 }
 
 // ---- initialize ------------------------------------------------------------
@@ -102,6 +109,17 @@ pub struct InitializeResult {
 pub struct ServerInfo {
     pub name: String,
     pub version: String,
+}
+
+/// The result of `hub/dashboardLogin`: open `http://<ws host:port><path>`
+/// within `expiresInSeconds`, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DashboardLoginResult {
+    pub code: String,
+    /// `/ui/login?code=…`
+    pub path: String,
+    pub expires_in_seconds: u64,
 }
 
 // ---- services ----------------------------------------------------------------

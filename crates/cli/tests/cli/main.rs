@@ -7,6 +7,7 @@ mod support;
 
 mod acp;
 mod cli_commands;
+mod dashboard;
 mod faults;
 mod federation;
 mod mcp_gateway;

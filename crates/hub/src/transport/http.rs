@@ -35,6 +35,7 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::admission::Slot;
+use crate::dashboard;
 use crate::state::HubState;
 use crate::transport::response::text;
 use crate::transport::{ws, AcceptBackoff};
@@ -115,10 +116,14 @@ async fn serve_socket(router: Router, stream: TcpStream, socket: Socket) {
 
 /// The routes of the HTTP port, behind the browser defences.
 fn router(hub: Arc<HubState>) -> Router {
-    Router::new()
+    let mut routes = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics));
+    if let Some(pages) = dashboard::routes(&hub) {
+        routes = routes.merge(pages);
+    }
+    routes
         .fallback(fallback)
         .layer(middleware::from_fn_with_state(hub.clone(), guard))
         .with_state(hub)

@@ -5,6 +5,7 @@
 mod support;
 
 mod authorization;
+mod dashboard;
 mod end_to_end;
 mod lifecycle;
 mod limits;

@@ -2,6 +2,7 @@
 //! from `switchboard_test_support` (re-exported here); what is left is
 //! particular to this binary's tests:
 //!
+//! - [`browser`]: a headless chromium driven through the DevTools protocol;
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`fabric`]: a `nats-server` and hubs joined over it (federation);
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
@@ -11,6 +12,7 @@
 //! The ACP tests' own setup (model server, editor, provider) is in
 //! `acp/support`.
 
+pub mod browser;
 pub mod commands;
 pub mod fabric;
 pub mod faults;

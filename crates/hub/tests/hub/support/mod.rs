@@ -184,13 +184,19 @@ impl TestHub {
     /// The exchange blocks, so it runs on a blocking thread while this
     /// runtime keeps serving the hub.
     pub async fn http_get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let response = self.http_response(path, headers).await;
+        (response.status, response.body)
+    }
+
+    /// `GET path` on the WebSocket port: the whole response, head and body.
+    pub async fn http_response(&self, path: &str, headers: &[(&str, &str)]) -> http::HttpResponse {
         let address = http::address_of(&self.ws);
         let path = path.to_owned();
         let headers: Vec<(String, String)> = headers
             .iter()
             .map(|(name, value)| (name.to_string(), value.to_string()))
             .collect();
-        let response = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             let headers: Vec<(&str, &str)> = headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_str()))
@@ -198,8 +204,7 @@ impl TestHub {
             http::get(&address, &path, &headers)
         })
         .await
-        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()));
-        (response.status, response.body)
+        .unwrap_or_else(|error| std::panic::resume_unwind(error.into_panic()))
     }
 
     /// Rewrites the config file (same principals) and reloads it.
