@@ -25,6 +25,9 @@ use crate::wire;
 pub enum Transport {
     Unix,
     WebSocket,
+    /// A WebSocket over TLS on the remote listener (`--remote`): only named
+    /// principals authenticate there.
+    Remote,
 }
 
 /// Who is behind an initialized connection. Set once, by `initialize`.

@@ -11,6 +11,10 @@
 //! [`HEAD_TIMEOUT`]. A socket in a refusal slot is still served `/metrics`
 //! and `/healthz`; its upgrade gets 503.
 //!
+//! The remote listener (`--remote`, `tls.rs`) serves the same router over
+//! TLS: the accept loop is the same, and the TLS handshake runs inside the
+//! socket's slot, bounded by [`HEAD_TIMEOUT`] like the head.
+//!
 //! Browser defences, first thing after the head (`guard`): an `Origin`
 //! header not in the allow-list gets 403 (web pages always send one; other
 //! clients do not), and on a loopback listener a `Host` that is not a
@@ -30,7 +34,9 @@ use axum::routing::get;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
@@ -49,6 +55,8 @@ pub struct Socket {
     pub peer: SocketAddr,
     /// On a loopback listener, `Host` must name loopback.
     pub loopback: bool,
+    /// The remote (TLS) listener: only named principals authenticate.
+    pub remote: bool,
     /// The slot the socket was accepted in; an upgrade takes it for the
     /// connection (`ws::upgrade`), otherwise it is freed with the socket.
     pub slot: Arc<Mutex<Option<Slot>>>,
@@ -58,8 +66,14 @@ pub struct Socket {
 
 /// Accepts until shutdown begins. Each socket takes a slot before a task is
 /// spawned for it; with neither a connection nor a refusal slot free it is
-/// closed at once.
-pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
+/// closed at once. With `tls` (the remote listener) each socket's task first
+/// runs the TLS handshake.
+pub async fn accept_loop(
+    hub: Arc<HubState>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    tasks: TaskTracker,
+) {
     let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     let router = router(hub.clone());
     let mut backoff = AcceptBackoff::new();
@@ -87,16 +101,32 @@ pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskT
         let socket = Socket {
             peer,
             loopback,
+            remote: tls.is_some(),
             slot: Arc::new(Mutex::new(Some(slot))),
             tasks: tasks.clone(),
         };
-        tasks.spawn(serve_socket(router.clone(), stream, socket));
+        let router = router.clone();
+        match &tls {
+            None => tasks.spawn(serve_socket(router, stream, socket)),
+            Some(tls) => {
+                let handshake = tls.accept(stream);
+                tasks.spawn(async move {
+                    // A failed or slow handshake is the peer's: nothing to report.
+                    if let Ok(Ok(stream)) = tokio::time::timeout(HEAD_TIMEOUT, handshake).await {
+                        serve_socket(router, stream, socket).await;
+                    }
+                })
+            }
+        };
     }
 }
 
 /// One request on one socket, within the slot it was accepted in. An
 /// upgraded connection outlives this: its task holds the slot then.
-async fn serve_socket(router: Router, stream: TcpStream, socket: Socket) {
+async fn serve_socket<S>(router: Router, stream: S, socket: Socket)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
         request.extensions_mut().insert(socket.clone());
         router.clone().oneshot(request.map(Body::new))

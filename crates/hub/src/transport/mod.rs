@@ -14,7 +14,9 @@ use crate::state::HubState;
 use crate::teardown;
 
 pub mod http;
+pub mod tls;
 pub mod unix;
+mod upgrade_token;
 pub mod ws;
 
 /// How long a closing connection may take to flush what is queued for it.

@@ -28,7 +28,7 @@ use crate::session::{Bearer, Flow, Session};
 use crate::state::HubState;
 use crate::teardown;
 use crate::transport::http::{self, text, text_owned};
-use crate::transport::{self};
+use crate::transport::{self, upgrade_token};
 
 type Socket = WebSocketStream<TokioIo<Upgraded>>;
 
@@ -95,19 +95,19 @@ pub async fn upgrade(State(hub): State<Arc<HubState>>, mut request: Request) -> 
         return response;
     };
     let accept = derive_accept_key(key.as_bytes());
-    let bearer = headers.get(header::AUTHORIZATION).map(|value| {
-        let token = value.to_str().ok().and_then(|value| {
-            value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-                .map(str::trim)
-        });
-        match token.and_then(|t| hub.registry.policy().authenticate(Some(t))) {
-            Some(authenticated) => Bearer::Valid(authenticated),
-            None => Bearer::Invalid,
+    let bearer = match upgrade_token::check(&hub, &request, socket.remote) {
+        Ok(bearer) => bearer,
+        Err(refusal) => {
+            tracing::info!(peer = ?socket.peer, "refused a WebSocket upgrade: {refusal}");
+            return upgrade_token::unauthorized(refusal);
         }
-    });
-    let Ok(conn) = hub.admission.admit(slot, Transport::WebSocket, &hub.limits) else {
+    };
+    let transport = if socket.remote {
+        Transport::Remote
+    } else {
+        Transport::WebSocket
+    };
+    let Ok(conn) = hub.admission.admit(slot, transport, &hub.limits) else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     };
     let on_upgrade = hyper::upgrade::on(&mut request);

@@ -255,6 +255,7 @@ async fn an_existing_hub_directory_with_loose_permissions_is_tightened_to_0700()
         dir: dir.clone(),
         ws: None,
         config: None,
+        remote: None,
     })
     .await
     .unwrap();
