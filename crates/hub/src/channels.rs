@@ -53,7 +53,12 @@ impl Listed {
 /// and the `serverSeq` they reflect. With the catalog listed, `respond` runs
 /// under the catalog lock, like `Registry::subscribe`'s, so the response is
 /// queued before any later action.
-pub fn subscribe(registry: &Registry, conn: &Arc<Conn>, listed: &Listed, respond: impl FnOnce(&str, u64)) {
+pub fn subscribe(
+    registry: &Registry,
+    conn: &Arc<Conn>,
+    listed: &Listed,
+    respond: impl FnOnce(&str, u64),
+) {
     let assemble = |catalog: Option<&str>, seq: u64| {
         let mut items = String::with_capacity(catalog.map_or(0, str::len) + 96);
         for channel in &listed.0 {

@@ -349,7 +349,9 @@ impl Session {
                 if error.code == ErrorCode::AuthRequired.code() {
                     tracing::info!("refused a connection with a missing or wrong token");
                 } else if error.code == ErrorCode::UnsupportedProtocolVersion.code() {
-                    tracing::info!("refused a connection that offered no protocol version this hub speaks");
+                    tracing::info!(
+                        "refused a connection that offered no protocol version this hub speaks"
+                    );
                 } else {
                     return Flow::Continue;
                 }
@@ -373,7 +375,9 @@ impl Session {
             None => PROTOCOL_VERSION.to_owned(),
             Some(versions) => {
                 let versions = string_list(versions, "protocolVersions")?;
-                select_version(&versions).map(str::to_owned).ok_or_else(unsupported_version)?
+                select_version(&versions)
+                    .map(str::to_owned)
+                    .ok_or_else(unsupported_version)?
             }
         };
         let token = match params.auth_token {
@@ -441,18 +445,25 @@ impl Session {
         };
         // The user's own (direct) token never authenticates over the
         // network, and neither does the lack of one.
-        authenticated
-            .filter(|auth| !self.remote() || matches!(auth.principal.principal, Principal::Reserved { .. }))
+        authenticated.filter(|auth| {
+            !self.remote() || matches!(auth.principal.principal, Principal::Reserved { .. })
+        })
     }
 
     fn complete_initialize(&self, id: &RawValue, checked: CheckedInit) {
         let Some(identity) = self.establish(checked.authenticated) else {
             return; // unreachable: checked above, and only this task sets it
         };
-        channels::subscribe(&self.hub.registry, &self.conn, &checked.channels, |snapshots, seq| {
-            let result = initialize_result(&self.hub, identity, &checked.version, snapshots, seq);
-            self.reply_result(id, &result);
-        });
+        channels::subscribe(
+            &self.hub.registry,
+            &self.conn,
+            &checked.channels,
+            |snapshots, seq| {
+                let result =
+                    initialize_result(&self.hub, identity, &checked.version, snapshots, seq);
+                self.reply_result(id, &result);
+            },
+        );
     }
 
     /// Gives the connection its identity: a fresh `clientId`, the
@@ -493,10 +504,12 @@ impl Session {
         };
         let identity = match (self.conn.identity(), &self.bearer) {
             (Some(identity), _) => identity,
-            (None, Some(Bearer::Valid(authenticated))) => match self.establish(authenticated.clone()) {
-                Some(identity) => identity,
-                None => return,
-            },
+            (None, Some(Bearer::Valid(authenticated))) => {
+                match self.establish(authenticated.clone()) {
+                    Some(identity) => identity,
+                    None => return,
+                }
+            }
             (None, _) => {
                 let error = reply::auth_required(
                     "reconnect as a connection's first message needs a token at the WebSocket \

@@ -78,7 +78,10 @@ pub const INITIALIZE_META: &str =
 /// for `0.0.z` the patch), returned exactly as offered. Entries that are not
 /// `MAJOR.MINOR.PATCH` are skipped. `None`: nothing compatible (-32005).
 pub fn select_version<'a, S: AsRef<str>>(offered: &'a [S]) -> Option<&'a str> {
-    let speaks: Vec<Semver> = SUPPORTED_VERSIONS.iter().filter_map(|v| semver(v)).collect();
+    let speaks: Vec<Semver> = SUPPORTED_VERSIONS
+        .iter()
+        .filter_map(|v| semver(v))
+        .collect();
     offered
         .iter()
         .map(AsRef::as_ref)
@@ -457,13 +460,24 @@ mod tests {
     fn versions_are_matched_by_caret_and_answered_as_offered() {
         // What the AHP 1.0 SDKs offer.
         assert_eq!(select_version(&["1.0.0", "0.9.0"]), Some("1.0.0"));
-        assert_eq!(select_version(&["0.9.0", "1.2.3", "1.10.0"]), Some("1.10.0"));
+        assert_eq!(
+            select_version(&["0.9.0", "1.2.3", "1.10.0"]),
+            Some("1.10.0")
+        );
         assert_eq!(select_version(&["1.4.0"]), Some("1.4.0"));
         assert_eq!(select_version(&["0.5.2"]), None);
         assert_eq!(select_version(&["2.0.0", "0.1.0"]), None);
         assert_eq!(select_version::<&str>(&[]), None);
         // Not MAJOR.MINOR.PATCH: skipped, not an error.
-        for odd in ["1.0", "1.0.0.0", "01.0.0", "1.0.0-beta", "v1.0.0", "1..0", ""] {
+        for odd in [
+            "1.0",
+            "1.0.0.0",
+            "01.0.0",
+            "1.0.0-beta",
+            "v1.0.0",
+            "1..0",
+            "",
+        ] {
             assert_eq!(select_version(&[odd]), None, "{odd}");
             assert_eq!(select_version(&[odd, "1.0.1"]), Some("1.0.1"), "{odd}");
         }

@@ -88,7 +88,10 @@ pub fn check(hub: &HubState, request: &Request, remote: bool) -> Result<Option<B
     };
     if remote {
         if let Some(Bearer::Valid(authenticated)) = &bearer {
-            if !matches!(authenticated.principal.principal, Principal::Reserved { .. }) {
+            if !matches!(
+                authenticated.principal.principal,
+                Principal::Reserved { .. }
+            ) {
                 return Err(Refusal::NotNamed);
             }
         }
@@ -160,14 +163,27 @@ mod tests {
         assert_eq!(query_token(Some("")), Ok(None));
         assert_eq!(query_token(Some("a=1&b")), Ok(None));
         assert_eq!(query_token(Some("token=abc")), Ok(Some("abc".into())));
-        assert_eq!(query_token(Some("x=1&token=a%62c&y")), Ok(Some("abc".into())));
+        assert_eq!(
+            query_token(Some("x=1&token=a%62c&y")),
+            Ok(Some("abc".into()))
+        );
         assert_eq!(query_token(Some("tokens=abc")), Ok(None));
         assert_eq!(query_token(Some("token=")), Err(Refusal::QueryEmpty));
         assert_eq!(query_token(Some("token")), Err(Refusal::QueryEmpty));
-        assert_eq!(query_token(Some("token=a&token=a")), Err(Refusal::QueryRepeated));
-        assert_eq!(query_token(Some("token=&token=a")), Err(Refusal::QueryRepeated));
+        assert_eq!(
+            query_token(Some("token=a&token=a")),
+            Err(Refusal::QueryRepeated)
+        );
+        assert_eq!(
+            query_token(Some("token=&token=a")),
+            Err(Refusal::QueryRepeated)
+        );
         for bad in ["token=a%", "token=a%4", "token=%zz", "token=%ff%fe"] {
-            assert_eq!(query_token(Some(bad)), Err(Refusal::QueryBadEncoding), "{bad}");
+            assert_eq!(
+                query_token(Some(bad)),
+                Err(Refusal::QueryBadEncoding),
+                "{bad}"
+            );
         }
     }
 }
