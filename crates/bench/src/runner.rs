@@ -569,6 +569,7 @@ async fn instructions(plan: &Plan, durations: &Durations, report: &mut Report) {
     for run in 0..durations.callgrind_runs {
         for (counted, system, bin) in [
             (Counted::Hub, System::HubUnix, &plan.bins.hub),
+            (Counted::HubWs, System::HubWs, &plan.bins.hub),
             (Counted::Floor, System::Floor, &plan.bins.floor),
         ] {
             if !plan.systems.contains(&system) {
@@ -604,7 +605,8 @@ async fn instructions(plan: &Plan, durations: &Durations, report: &mut Report) {
     report.notes.push(format!(
         "Instructions per notification: the server runs under `valgrind --tool=callgrind` twice with the same \
          script (connect a receiver and a sender, register, send N notifications of 200 B in steps of 1,000 \
-         (64 KiB writes, each step awaited so nothing is shed), disconnect, SIGTERM), once with N and once with 0 notifications; the figure is \
+         (64 KiB writes, or one frame each flushed per step on the WebSocket, each step awaited so nothing is \
+         shed), disconnect, SIGTERM), once with N and once with 0 notifications; the figure is \
          (Ir(N) − Ir(0)) / N, so start-up, connections and shutdown cancel out. Output files: `{}`.",
         plan.callgrind_dir.display()
     ));

@@ -11,5 +11,6 @@ mod faults;
 mod mcp_gateway;
 mod process;
 mod provide_mcp_fence;
+mod remote;
 mod security;
 mod stderr;
