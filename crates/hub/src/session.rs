@@ -215,7 +215,7 @@ impl Session {
     /// A message over `maxMessageBytes`: answer -32600 with id null, then close.
     pub fn too_large(&mut self, size: Option<usize>) -> Flow {
         let max = self.hub.limits.max_message_bytes;
-        let size = size.map_or_else(|| "more than that".to_owned(), |s| format!("{s} bytes"));
+        let size = size.map_or_else(|| format!("over {max} bytes"), |s| format!("{s} bytes"));
         let error = ErrorObject::new(
             ErrorCode::InvalidRequest,
             format!(
