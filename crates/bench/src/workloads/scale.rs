@@ -180,7 +180,7 @@ async fn open_one(target: &IdleTarget<'_>, index: usize) -> anyhow::Result<Idle>
             let mut conn =
                 HubConn::connect(&hub.info, Transport::Ws, &format!("idle-{index}")).await?;
             if let Some(size) = traffic {
-                conn.notify_itself(size).await?;
+                conn.notify_itself(*size).await?;
             }
             Ok(Idle::Hub(Box::new(conn)))
         }

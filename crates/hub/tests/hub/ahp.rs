@@ -46,6 +46,29 @@ async fn ahp_client(url: &str) -> Client {
         .expect("the SDK client starts")
 }
 
+/// An SDK client on `url`, initialized (no initial subscriptions).
+async fn initialized(url: &str, label: &str) -> Client {
+    let client = ahp_client(url).await;
+    client
+        .initialize(label.into(), versions(), vec![])
+        .await
+        .unwrap_or_else(|error| panic!("{label}: initialize failed: {error}"));
+    client
+}
+
+/// An SDK client on a stream built by hand (headers, a test certificate).
+async fn over_stream(stream: Stream029) -> Client {
+    Client::connect(
+        WebSocketTransport::from_stream(stream),
+        ClientConfig::default(),
+    )
+    .await
+    .expect("the SDK client starts")
+}
+
+type Stream029 =
+    tungstenite_029::WebSocketStream<tungstenite_029::MaybeTlsStream<tokio::net::TcpStream>>;
+
 /// The HTTP status the hub refused an SDK connect with.
 async fn refused_status(url: &str) -> u16 {
     match within_wait("AHP connect", WebSocketTransport::connect(url)).await {
@@ -127,11 +150,7 @@ async fn an_unmodified_client_connects_with_a_url_token_and_reads_the_root_snaps
 async fn a_service_is_served_through_the_sdk_handler_and_called_through_generic_request() {
     let hub = TestHub::start().await;
     let url = url_with_token(&hub, &hub.token);
-    let owner = ahp_client(&url).await;
-    owner
-        .initialize("owner".into(), versions(), vec![])
-        .await
-        .unwrap();
+    let owner = initialized(&url, "owner").await;
     // What the handler saw, for the assertions below.
     let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel::<(String, Value)>();
     owner.set_server_request_handler(move |method, params: Value| {
@@ -149,11 +168,7 @@ async fn a_service_is_served_through_the_sdk_handler_and_called_through_generic_
         }
     });
 
-    let caller = ahp_client(&url).await;
-    caller
-        .initialize("caller".into(), versions(), vec![])
-        .await
-        .unwrap();
+    let caller = initialized(&url, "caller").await;
     // The catalog through the generic request: the typed subscribe only
     // reads AHP's own state types.
     let subscribed: Value = caller
@@ -340,11 +355,7 @@ async fn reconnect_without_a_token_at_the_upgrade_is_auth_required_and_the_conne
 #[tokio::test]
 async fn ahp_commands_the_hub_does_not_host_get_method_not_found_naming_them() {
     let hub = TestHub::start().await;
-    let client = ahp_client(&url_with_token(&hub, &hub.token)).await;
-    client
-        .initialize("commands".into(), versions(), vec![])
-        .await
-        .unwrap();
+    let client = initialized(&url_with_token(&hub, &hub.token), "commands").await;
     for method in [
         "createSession",
         "disposeSession",
@@ -456,11 +467,7 @@ async fn a_url_token_that_is_wrong_empty_repeated_or_badly_encoded_is_refused_wi
         .chars()
         .map(|c| format!("%{:02X}", c as u32))
         .collect();
-    let client = ahp_client(&format!("{base}?other=1&token={encoded}")).await;
-    client
-        .initialize("x".into(), versions(), vec![])
-        .await
-        .unwrap();
+    let client = initialized(&format!("{base}?other=1&token={encoded}"), "x").await;
 
     // Header and URL must name the same principal.
     let header = |value: &str| ("Authorization".to_owned(), format!("Bearer {value}"));
@@ -482,12 +489,7 @@ async fn a_url_token_that_is_wrong_empty_repeated_or_badly_encoded_is_refused_wi
         let outcome = within_wait("upgrade", tungstenite_029::connect_async(request)).await;
         match (outcome, expected) {
             (Ok((stream, _)), None) => {
-                let client = Client::connect(
-                    WebSocketTransport::from_stream(stream),
-                    ClientConfig::default(),
-                )
-                .await
-                .unwrap();
+                let client = over_stream(stream).await;
                 client
                     .initialize("x".into(), versions(), vec![])
                     .await
@@ -569,12 +571,7 @@ async fn over_the_remote_listener_a_named_principal_connects_and_the_direct_toke
     let (stream, _) = connect(format!("{base}?token={explorer}"))
         .await
         .expect("wss upgrade");
-    let client = Client::connect(
-        WebSocketTransport::from_stream(stream),
-        ClientConfig::default(),
-    )
-    .await
-    .unwrap();
+    let client = over_stream(stream).await;
     client
         .initialize("remote".into(), versions(), vec![ROOT.into()])
         .await
@@ -587,15 +584,11 @@ async fn over_the_remote_listener_a_named_principal_connects_and_the_direct_toke
         .await
         .unwrap();
     // A local client of the same principal sees it in the catalog.
-    let local = ahp_client(&format!(
-        "{}?token={explorer}",
-        hub.info().ws.as_deref().unwrap()
-    ))
+    let local = initialized(
+        &format!("{}?token={explorer}", hub.info().ws.as_deref().unwrap()),
+        "local",
+    )
     .await;
-    local
-        .initialize("local".into(), versions(), vec![])
-        .await
-        .unwrap();
     let catalog: Value = local
         .request("subscribe", json!({"channel": CATALOG}))
         .await
@@ -645,12 +638,7 @@ async fn over_the_remote_listener_a_named_principal_connects_and_the_direct_toke
         let (stream, _) = connect(base.clone())
             .await
             .expect("wss upgrade without a token");
-        let client = Client::connect(
-            WebSocketTransport::from_stream(stream),
-            ClientConfig::default(),
-        )
-        .await
-        .unwrap();
+        let client = over_stream(stream).await;
         let mut params = json!({"channel": ROOT, "protocolVersions": ["1.0.0"], "clientId": "x"});
         params
             .as_object_mut()
