@@ -77,7 +77,7 @@ pub const INITIALIZE_META: &str =
 /// (`^1.0.0` is `>=1.0.0 <2.0.0`; for `0.y.z` the minor must match too, and
 /// for `0.0.z` the patch), returned exactly as offered. Entries that are not
 /// `MAJOR.MINOR.PATCH` are skipped. `None`: nothing compatible (-32005).
-pub fn select_version<'a, S: AsRef<str>>(offered: &'a [S]) -> Option<&'a str> {
+pub fn select_version<S: AsRef<str>>(offered: &[S]) -> Option<&str> {
     let speaks: Vec<Semver> = SUPPORTED_VERSIONS
         .iter()
         .filter_map(|v| semver(v))

@@ -226,12 +226,14 @@ async fn read_frames<R, W>(
     // cancellation future per frame cost ~300 instructions a message.
     let stopped = conn.out.reader_stopped();
     tokio::pin!(stopped);
+    let mut since_yield = 0;
     loop {
         let frame = tokio::select! {
             biased;
             () = &mut stopped => return,
             frame = frames.read_frame(&mut owed) => frame,
         };
+        let handled = frame.as_ref().map_or(0, |frame| frame.payload.len() + 2);
         let flow = match frame {
             Ok(frame) => match (frame.opcode, frame.fin, &mut fragments) {
                 (OpCode::Text | OpCode::Binary, true, None) => {
@@ -265,8 +267,20 @@ async fn read_frames<R, W>(
             return;
         }
         transport::let_destinations_drain(&conn).await;
+        // Frames already buffered are read without touching the socket, so
+        // without tokio's budget: yield after every YIELD_BYTES handled, as
+        // the Unix reader does after each bounded read, so the writers this
+        // sender fills get to run and one busy sender cannot hold a worker.
+        since_yield += handled;
+        if since_yield >= YIELD_BYTES {
+            since_yield = 0;
+            tokio::task::yield_now().await;
+        }
     }
 }
+
+/// Bytes of frames a reader handles between two yields.
+const YIELD_BYTES: usize = 64 * 1024;
 
 /// Outbound queues separate messages with `\n`, which JSON text only holds as
 /// whitespace; a frame that has some gets it replaced by spaces so its payload
