@@ -468,6 +468,10 @@ async fn a_url_token_that_is_wrong_empty_repeated_or_badly_encoded_is_refused_wi
         .map(|c| format!("%{:02X}", c as u32))
         .collect();
     let client = initialized(&format!("{base}?other=1&token={encoded}"), "x").await;
+    client
+        .ping()
+        .await
+        .expect("a percent-encoded token authenticates");
 
     // Header and URL must name the same principal.
     let header = |value: &str| ("Authorization".to_owned(), format!("Bearer {value}"));

@@ -123,7 +123,7 @@ fn echo() -> (ToolSpec, Arc<dyn switchboard_tools::ToolHandler>) {
 async fn register_echo(hub: &TestHub, client: &Client, namespace: &str) -> Provider {
     let (spec, handler) = echo();
     Provider::builder(namespace)
-        .ledger_path(ledger_path(&hub, namespace))
+        .ledger_path(ledger_path(hub, namespace))
         .tool(spec, handler)
         .register(client)
         .await
