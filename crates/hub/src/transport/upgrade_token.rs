@@ -16,14 +16,13 @@
 use std::fmt;
 
 use axum::extract::Request;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
 use switchboard_protocol::Principal;
 
 use crate::policy::Authenticated;
 use crate::session::Bearer;
 use crate::state::HubState;
-use crate::transport::http::text_owned;
 
 /// Why an upgrade was refused with 401 (no token text in it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,11 +145,11 @@ fn query_token(query: Option<&str>) -> Result<Option<String>, Refusal> {
 
 /// 401 with `WWW-Authenticate: Bearer`; the body says why, never the token.
 pub fn unauthorized(refusal: Refusal) -> Response {
-    let mut response = text_owned(StatusCode::UNAUTHORIZED, format!("{refusal}\n"));
-    response
-        .headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-    response
+    let headers = [
+        (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+        (header::WWW_AUTHENTICATE, "Bearer"),
+    ];
+    (StatusCode::UNAUTHORIZED, headers, format!("{refusal}\n")).into_response()
 }
 
 #[cfg(test)]
