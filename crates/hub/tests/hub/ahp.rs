@@ -147,6 +147,72 @@ async fn an_unmodified_client_connects_with_a_url_token_and_reads_the_root_snaps
 }
 
 #[tokio::test]
+async fn initialize_accepts_every_ahp_param_as_sent_and_ignores_unknown_members() {
+    let hub = TestHub::start().await;
+    // Every member AHP 1.0 defines, typed by ahp-types, plus members it
+    // does not (a later AHP, a vendor): all accepted, none changes identity.
+    let typed: ahp_types::commands::InitializeParams = serde_json::from_value(json!({
+        "channel": ROOT,
+        "_meta": {"vendor.example/trace": "abc", "nested": {"x": [1, 2]}},
+        "protocolVersions": ["1.0.0", "0.9.0"],
+        "clientId": "editor-window-7",
+        "clientInfo": {"name": "editor", "version": "3.1.4", "title": "The Editor"},
+        "initialSubscriptions": [ROOT, CATALOG],
+        "locale": "ja-JP",
+        "capabilities": {"mcpApps": {"version": 1}}
+    }))
+    .expect("ahp-types reads these as its InitializeParams");
+    let mut params = serde_json::to_value(&typed).unwrap();
+    params
+        .as_object_mut()
+        .unwrap()
+        .extend([("futureMember".to_owned(), json!({"anything": true}))]);
+    let client = ahp_client(&url_with_token(&hub, &hub.token)).await;
+    let result: Value = client.request("initialize", params).await.unwrap();
+    assert_eq!(result["protocolVersion"], "1.0.0");
+    assert_ne!(
+        result["clientId"], "editor-window-7",
+        "clientId is a label only"
+    );
+    assert_eq!(result["principal"], json!({"kind": "direct"}));
+    let resources: Vec<&Value> = result["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["resource"])
+        .collect();
+    assert_eq!(resources, [&json!(ROOT), &json!(CATALOG)]);
+    // AHP's typed result reads the hub's answer (its own members, `_meta`).
+    let mut ahp_view = result.clone();
+    ahp_view["snapshots"] = json!([result["snapshots"][0]]);
+    let typed_result: ahp_types::commands::InitializeResult =
+        serde_json::from_value(ahp_view).expect("ahp-types reads the result");
+    assert_eq!(typed_result.protocol_version, "1.0.0");
+    assert_eq!(
+        typed_result.meta.map(Value::Object).unwrap()["clientServices"]["channel"],
+        CATALOG
+    );
+    client.ping().await.unwrap();
+
+    // `reconnect` on a connection already initialized: snapshots, same
+    // identity (nothing is re-established).
+    let reconnected: Value = client
+        .request(
+            "reconnect",
+            json!({"channel": ROOT, "clientId": "editor-window-7",
+                   "lastSeenServerSeq": 0, "subscriptions": [ROOT]}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(reconnected["type"], "snapshot");
+    assert_eq!(reconnected["snapshots"][0]["resource"], ROOT);
+    assert_eq!(reconnected["snapshots"][0]["state"], json!({"agents": []}));
+    assert_eq!(reconnected["clientId"], result["clientId"]);
+    client.shutdown().await;
+    assert_hub_routes(&hub).await;
+}
+
+#[tokio::test]
 async fn a_service_is_served_through_the_sdk_handler_and_called_through_generic_request() {
     let hub = TestHub::start().await;
     let url = url_with_token(&hub, &hub.token);
