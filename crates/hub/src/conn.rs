@@ -8,7 +8,7 @@
 //! closed: its flow-control backlog holds weak references, and every table
 //! entry naming a peer is removed when either side leaves (`teardown.rs`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
@@ -87,6 +87,10 @@ pub struct Conn {
     /// after congesting a peer leaves its backlog untaken, and two such
     /// peers must not keep each other alive.
     backlog: Mutex<Vec<Weak<Conn>>>,
+    /// Set when `backlog` gained an entry, cleared when it is taken: lets
+    /// `take_backlog` skip the lock when there is nothing (the WebSocket
+    /// reader asks after every frame).
+    backlog_noted: AtomicBool,
     /// The hub's count of `Conn`s not yet freed, decremented on drop (see
     /// `HubState::connections_in_memory`).
     allocated: Arc<AtomicUsize>,
@@ -109,6 +113,7 @@ impl Conn {
             pending: Mutex::new(OwnerPending::default()),
             counters: Counters::default(),
             backlog: Mutex::new(Vec::new()),
+            backlog_noted: AtomicBool::new(false),
             allocated,
         })
     }
@@ -121,13 +126,28 @@ impl Conn {
             .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(destination)))
         {
             backlog.push(Arc::downgrade(destination));
+            self.backlog_noted.store(true, Ordering::Release);
         }
+    }
+
+    /// Whether `wait_for` noted a destination since the backlog was last
+    /// taken (one atomic load; a reader checks it after every message).
+    pub fn backlog_noted(&self) -> bool {
+        self.backlog_noted.load(Ordering::Acquire)
     }
 
     /// Takes the destinations to let drain (see `wait_for`) that are still
     /// there.
     pub fn take_backlog(&self) -> Vec<Arc<Conn>> {
-        let backlog = std::mem::take(&mut *self.backlog.lock());
+        // An entry pushed after this load is taken by the next call.
+        if !self.backlog_noted() {
+            return Vec::new();
+        }
+        let backlog = {
+            let mut backlog = self.backlog.lock();
+            self.backlog_noted.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *backlog)
+        };
         backlog.iter().filter_map(Weak::upgrade).collect()
     }
 
