@@ -105,6 +105,8 @@ const REQUEST_PAYLOAD: usize = 200;
 const FAN: usize = 16;
 const WINDOW: usize = 64;
 const IDLE_STEPS: [usize; 2] = [1_000, 10_000];
+/// Connections that each carried a 64 KiB message before idling.
+const AFTER_TRAFFIC_CONNECTIONS: usize = 1_000;
 const SERVICES: usize = 10_000;
 const SERVICES_PER_CONNECTION: usize = 100;
 /// "Unchanged within noise": at least this share of the baseline.
@@ -559,8 +561,34 @@ async fn idle_connections(plan: &Plan, server_cpu: Option<usize>, report: &mut R
             )
         })
         .collect();
+    let mut after_traffic = Row::new(
+        W,
+        &format!(
+            "server RSS per idle connection after one 64 KiB message each way, {} connections (bytes)",
+            Format::Count.show(AFTER_TRAFFIC_CONNECTIONS as f64)
+        ),
+        Format::Count,
+        true,
+    );
     for run in 0..plan.runs {
-        for system in [System::HubUnix, System::Nats, System::Floor] {
+        if plan.systems.contains(&System::HubWs) {
+            let steps = [AFTER_TRAFFIC_CONNECTIONS];
+            match scale::idle_ws_connections(&bins, &steps, Some(64 * 1024)).await {
+                Ok(outcome) => {
+                    progress(&format!(
+                        "{W} idle WebSocket connections after traffic run {run}: {:.0} bytes each",
+                        outcome.per_connection[0]
+                    ));
+                    after_traffic.push(System::HubWs, outcome.per_connection[0]);
+                }
+                Err(error) => note_failure(
+                    report,
+                    &format!("{W} idle WebSocket connections after traffic"),
+                    &error,
+                ),
+            }
+        }
+        for system in [System::HubUnix, System::HubWs, System::Nats, System::Floor] {
             if !plan.systems.contains(&system) {
                 continue;
             }
@@ -588,6 +616,7 @@ async fn idle_connections(plan: &Plan, server_cpu: Option<usize>, report: &mut R
         }
     }
     report.rows.extend(rows);
+    report.rows.push(after_traffic);
 }
 
 async fn unrelated_services(
@@ -713,6 +742,7 @@ async fn instructions(plan: &Plan, durations: &Durations, report: &mut Report) {
     for run in 0..durations.callgrind_runs {
         for (counted, system, bin) in [
             (Counted::Hub, System::HubUnix, &plan.bins.hub),
+            (Counted::HubWs, System::HubWs, &plan.bins.hub),
             (Counted::Floor, System::Floor, &plan.bins.floor),
         ] {
             if !plan.systems.contains(&system) {
@@ -748,7 +778,8 @@ async fn instructions(plan: &Plan, durations: &Durations, report: &mut Report) {
     report.notes.push(format!(
         "Instructions per notification: the server runs under `valgrind --tool=callgrind` twice with the same \
          script (connect a receiver and a sender, register, send N notifications of 200 B in steps of 1,000 \
-         (64 KiB writes, each step awaited so nothing is shed), disconnect, SIGTERM), once with N and once with 0 notifications; the figure is \
+         (64 KiB writes, or one frame each flushed per step on the WebSocket, each step awaited so nothing is \
+         shed), disconnect, SIGTERM), once with N and once with 0 notifications; the figure is \
          (Ir(N) − Ir(0)) / N, so start-up, connections and shutdown cancel out. Output files: `{}`.",
         plan.callgrind_dir.display()
     ));

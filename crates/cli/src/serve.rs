@@ -8,6 +8,7 @@ use anyhow::{bail, Context};
 use switchboard_federation::{FederationOptions, Prepared};
 use switchboard_hub::config::FederationSection;
 use switchboard_hub::dir;
+use switchboard_hub::server::RemoteOptions;
 use switchboard_hub::{Config, Hub, HubOptions};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -43,6 +44,17 @@ pub struct ServeArgs {
     /// among the hubs. Overrides [federation] name.
     #[arg(long, value_name = "NAME")]
     hub_name: Option<String>,
+    /// Also listen for remote clients on ADDR: WebSocket over TLS (needs
+    /// --tls-cert and --tls-key); only named principals of the config may
+    /// authenticate there.
+    #[arg(long, value_name = "ADDR")]
+    remote: Option<SocketAddr>,
+    /// PEM certificate chain of the remote listener.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of the remote listener.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 /// The federation options from the flags and `[federation]` (flags win);
@@ -76,6 +88,22 @@ fn federation_options(args: &ServeArgs) -> anyhow::Result<Option<FederationOptio
     }))
 }
 
+/// `--remote` serves TLS only: without both files it does not start.
+fn remote_options(args: &ServeArgs) -> anyhow::Result<Option<RemoteOptions>> {
+    match (args.remote, &args.tls_cert, &args.tls_key) {
+        (Some(address), Some(cert), Some(key)) => Ok(Some(RemoteOptions {
+            address,
+            cert: cert.clone(),
+            key: key.clone(),
+        })),
+        (Some(_), _, _) => bail!(
+            "--remote needs both --tls-cert FILE and --tls-key FILE: the remote listener serves TLS only"
+        ),
+        (None, None, None) => Ok(None),
+        (None, _, _) => bail!("--tls-cert and --tls-key are for the remote listener: add --remote ADDR"),
+    }
+}
+
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
@@ -87,6 +115,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let options = HubOptions {
         dir: dir::resolve(args.dir.dir.as_deref()),
         ws: (!args.no_ws).then_some(args.ws),
+        remote: remote_options(&args)?,
         config: args.config,
         federated: prepared.as_ref().map(Prepared::federated),
     };

@@ -8,7 +8,7 @@
 //! closed: its flow-control backlog holds weak references, and every table
 //! entry naming a peer is removed when either side leaves (`teardown.rs`).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
@@ -26,6 +26,9 @@ use crate::wire;
 pub enum Transport {
     Unix,
     WebSocket,
+    /// A WebSocket over TLS on the remote listener (`--remote`): only named
+    /// principals authenticate there.
+    Remote,
     /// Another hub of a federation (`link.rs`): its queue is drained by the
     /// federation, not by a socket writer.
     Link,
@@ -36,7 +39,10 @@ pub enum Transport {
 impl Transport {
     /// Whether a client connected through a listener (not a part of the hub).
     pub fn is_client(self) -> bool {
-        matches!(self, Transport::Unix | Transport::WebSocket)
+        matches!(
+            self,
+            Transport::Unix | Transport::WebSocket | Transport::Remote
+        )
     }
 
     /// Its name in the dashboard and `switchboard top`.
@@ -44,6 +50,7 @@ impl Transport {
         match self {
             Transport::Unix => "unix",
             Transport::WebSocket => "websocket",
+            Transport::Remote => "remote",
             Transport::Link => "hub link",
             Transport::Feed => "federation feed",
         }
@@ -109,6 +116,10 @@ pub struct Conn {
     /// after congesting a peer leaves its backlog untaken, and two such
     /// peers must not keep each other alive.
     backlog: Mutex<Vec<Weak<Conn>>>,
+    /// Set when `backlog` gained an entry, cleared when it is taken: lets
+    /// `take_backlog` skip the lock when there is nothing (the WebSocket
+    /// reader asks after every frame).
+    backlog_noted: AtomicBool,
     /// The hub's count of `Conn`s not yet freed, decremented on drop (see
     /// `HubState::connections_in_memory`).
     allocated: Arc<AtomicUsize>,
@@ -132,6 +143,7 @@ impl Conn {
             pending: Mutex::new(OwnerPending::default()),
             counters: Counters::default(),
             backlog: Mutex::new(Vec::new()),
+            backlog_noted: AtomicBool::new(false),
             allocated,
         })
     }
@@ -144,13 +156,28 @@ impl Conn {
             .any(|c| std::ptr::eq(c.as_ptr(), Arc::as_ptr(destination)))
         {
             backlog.push(Arc::downgrade(destination));
+            self.backlog_noted.store(true, Ordering::Release);
         }
+    }
+
+    /// Whether `wait_for` noted a destination since the backlog was last
+    /// taken (one atomic load; a reader checks it after every message).
+    pub fn backlog_noted(&self) -> bool {
+        self.backlog_noted.load(Ordering::Acquire)
     }
 
     /// Takes the destinations to let drain (see `wait_for`) that are still
     /// there.
     pub fn take_backlog(&self) -> Vec<Arc<Conn>> {
-        let backlog = std::mem::take(&mut *self.backlog.lock());
+        // An entry pushed after this load is taken by the next call.
+        if !self.backlog_noted() {
+            return Vec::new();
+        }
+        let backlog = {
+            let mut backlog = self.backlog.lock();
+            self.backlog_noted.store(false, Ordering::Relaxed);
+            std::mem::take(&mut *backlog)
+        };
         backlog.iter().filter_map(Weak::upgrade).collect()
     }
 

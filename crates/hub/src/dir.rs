@@ -236,6 +236,7 @@ mod tests {
                 pid: 42,
                 socket: first.socket_path(),
                 ws: None,
+                remote: None,
                 token: "t".into(),
                 federation: None,
             })

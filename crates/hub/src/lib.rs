@@ -6,7 +6,8 @@
 //!   connection;
 //! - `admission`: connection slots (`maxConnections`) and the table of
 //!   open connections;
-//! - `session`: what one connection's messages do;
+//! - `session`: what one connection's messages do; `channels`: the
+//!   channels it may subscribe to and their snapshots;
 //! - `registry`: services and the catalog channel;
 //! - `router`: the notify and request paths; `requests`: deadlines,
 //!   cancels and the sides leaving; `pending`: their bookkeeping;
@@ -32,6 +33,7 @@ pub mod server;
 pub mod fuzzing;
 
 mod admission;
+mod channels;
 mod conn;
 mod dashboard;
 mod federated;

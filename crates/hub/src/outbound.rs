@@ -269,6 +269,13 @@ impl Outbound {
         self.stop.cancelled().await
     }
 
+    /// Whether the connection should stop reading, without waiting: for a
+    /// reader that handles many buffered messages between two waits (the
+    /// WebSocket reader checks it every 64 KiB of frames).
+    pub fn reader_stop_requested(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
     /// Resolves once the connection is aborted (interrupts a stuck write).
     pub async fn aborted(&self) {
         self.abort.cancelled().await

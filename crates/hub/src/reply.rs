@@ -22,6 +22,12 @@ pub fn not_found(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::NotFound, message)
 }
 
+/// -32007, with the `data.resources` AHP requires (the hub protects no AHP
+/// resources, so it is empty).
+pub fn auth_required(message: impl Into<String>) -> ErrorObject {
+    ErrorObject::new(ErrorCode::AuthRequired, message).with_data(&json!({ "resources": [] }))
+}
+
 pub fn permission_denied(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PermissionDenied, message)
 }

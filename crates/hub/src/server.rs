@@ -18,8 +18,11 @@ use crate::reload;
 use crate::requests;
 use crate::state::HubState;
 use crate::teardown;
+use crate::transport::tls::{self, TlsError};
 use crate::transport::{http, unix};
 use switchboard_protocol::discovery::FederationInfo;
+
+pub use crate::transport::tls::RemoteOptions;
 
 /// How long shutdown waits for connections to flush and close.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -35,6 +38,9 @@ pub struct HubOptions {
     /// Set when the hub is part of a federation (the `switchboard-federation`
     /// crate makes it); `None`: a hub of its own.
     pub federated: Option<Federated>,
+    /// The remote listener (WebSocket over TLS, named principals only);
+    /// `None`: off.
+    pub remote: Option<RemoteOptions>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +49,8 @@ pub enum StartError {
     Dir(#[from] DirError),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     #[error("cannot listen on {what} {address}: {error}")]
     Listen {
         what: &'static str,
@@ -84,28 +92,23 @@ impl Hub {
             error: source,
         })?;
         let ws_listener = match options.ws {
-            Some(address) => {
-                Some(
-                    TcpListener::bind(address)
-                        .await
-                        .map_err(|source| StartError::Listen {
-                            what: "WebSocket address",
-                            address: address.to_string(),
-                            error: source,
-                        })?,
-                )
+            Some(address) => Some(bind(address, "WebSocket address").await?),
+            None => None,
+        };
+        let remote = match &options.remote {
+            Some(remote) => {
+                let acceptor = tls::acceptor(&remote.cert, &remote.key)?;
+                let listener = bind(remote.address, "remote address").await?;
+                let url = format!("wss://{}/", local_address(&listener, "remote address")?);
+                Some((listener, acceptor, url))
             }
             None => None,
         };
         let ws_url = match &ws_listener {
-            Some(listener) => {
-                let address = listener.local_addr().map_err(|source| StartError::Listen {
-                    what: "WebSocket address",
-                    address: "(bound)".into(),
-                    error: source,
-                })?;
-                Some(format!("ws://{address}/"))
-            }
+            Some(listener) => Some(format!(
+                "ws://{}/",
+                local_address(listener, "WebSocket address")?
+            )),
             None => None,
         };
 
@@ -116,8 +119,22 @@ impl Hub {
             tasks.clone(),
         ));
         if let Some(listener) = ws_listener {
-            tasks.spawn(http::accept_loop(state.clone(), listener, tasks.clone()));
+            tasks.spawn(http::accept_loop(
+                state.clone(),
+                listener,
+                None,
+                tasks.clone(),
+            ));
         }
+        let remote_url = remote.map(|(listener, acceptor, url)| {
+            tasks.spawn(http::accept_loop(
+                state.clone(),
+                listener,
+                Some(acceptor),
+                tasks.clone(),
+            ));
+            url
+        });
         tasks.spawn(requests::run_timers(state.clone()));
         tasks.spawn(dashboard::run_sampler(state.clone()));
 
@@ -126,6 +143,7 @@ impl Hub {
             pid: std::process::id(),
             socket,
             ws: ws_url,
+            remote: remote_url,
             token,
             federation: options.federated.as_ref().map(|f| FederationInfo {
                 name: f.name.clone(),
@@ -135,6 +153,7 @@ impl Hub {
         tracing::info!(
             dir = %dir.path().display(),
             ws = info.ws.as_deref().unwrap_or("off"),
+            remote = info.remote.as_deref().unwrap_or("off"),
             "hub ready"
         );
         // Modules start once the hub is reachable, and never hold up its start.
@@ -188,4 +207,22 @@ impl Hub {
         }
         self.dir.clean_up();
     }
+}
+
+async fn bind(address: SocketAddr, what: &'static str) -> Result<TcpListener, StartError> {
+    TcpListener::bind(address)
+        .await
+        .map_err(|error| StartError::Listen {
+            what,
+            address: address.to_string(),
+            error,
+        })
+}
+
+fn local_address(listener: &TcpListener, what: &'static str) -> Result<SocketAddr, StartError> {
+    listener.local_addr().map_err(|error| StartError::Listen {
+        what,
+        address: "(bound)".into(),
+        error,
+    })
 }

@@ -10,8 +10,8 @@ use serde_json::json;
 use serde_json::value::RawValue;
 use switchboard_protocol::error::UnsupportedVersionData;
 use switchboard_protocol::hub::{
-    method, RegisterServiceResult, ServerInfo, CATALOG_CHANNEL, PROTOCOL_VERSION, ROOT_CHANNEL,
-    SERVER_NAME, SUPPORTED_VERSIONS,
+    method, select_version, RegisterServiceResult, ServerInfo, CATALOG_CHANNEL, INITIALIZE_META,
+    PROTOCOL_VERSION, RECONNECT_SNAPSHOT, ROOT_CHANNEL, SERVER_NAME, SUPPORTED_VERSIONS,
 };
 use switchboard_protocol::json;
 use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Layout, Message};
@@ -19,6 +19,7 @@ use switchboard_protocol::limits::{names, MAX_METADATA_DEPTH};
 use switchboard_protocol::modules::{is_launch_credential, ModulesResult};
 use switchboard_protocol::{ErrorCode, Principal};
 
+use crate::channels::{self, Channel, Listed};
 use crate::conn::{Conn, Identity, Transport};
 use crate::dashboard;
 use crate::ids;
@@ -41,7 +42,9 @@ pub enum Flow {
     Close,
 }
 
-/// What an `Authorization: Bearer` header on a WebSocket upgrade said.
+/// What the token on a WebSocket upgrade (`Authorization: Bearer` or
+/// `?token=`) said. A `?token=` that does not authenticate is refused at the
+/// upgrade; a wrong header is refused at `initialize` (-32007).
 #[derive(Debug, Clone)]
 pub enum Bearer {
     Valid(Authenticated),
@@ -91,6 +94,15 @@ struct RawNameParams<'a> {
 struct RawChannelParams<'a> {
     #[serde(borrow, default)]
     channel: Option<&'a RawValue>,
+}
+
+/// `reconnect` params as AHP sends them: `{channel, clientId,
+/// lastSeenServerSeq, subscriptions}`; only `subscriptions` matters here
+/// (there is no replay: every listed channel gets a fresh snapshot).
+#[derive(Deserialize, Default)]
+struct RawReconnect<'a> {
+    #[serde(borrow, default)]
+    subscriptions: Option<&'a RawValue>,
 }
 
 /// Decodes params that must be an object (absent counts as `{}`).
@@ -166,7 +178,9 @@ impl Session {
             Transport::Unix => Peer::Unix(None),
             // Links and the feed never speak through a session; were one
             // to, it would be no process the hub could check, like a WebSocket.
-            Transport::WebSocket | Transport::Link | Transport::Feed => Peer::WebSocket,
+            Transport::WebSocket | Transport::Remote | Transport::Link | Transport::Feed => {
+                Peer::WebSocket
+            }
         };
         Session {
             hub,
@@ -234,7 +248,7 @@ impl Session {
     /// A message over `maxMessageBytes`: answer -32600 with id null, then close.
     pub fn too_large(&mut self, size: Option<usize>) -> Flow {
         let max = self.hub.limits.max_message_bytes;
-        let size = size.map_or_else(|| "more than that".to_owned(), |s| format!("{s} bytes"));
+        let size = size.map_or_else(|| format!("over {max} bytes"), |s| format!("{s} bytes"));
         let error = ErrorObject::new(
             ErrorCode::InvalidRequest,
             format!(
@@ -283,6 +297,10 @@ impl Session {
                 return Flow::Continue;
             }
             method::INITIALIZE => return self.initialize(id, params),
+            method::RECONNECT => {
+                self.reconnect(id, params);
+                return Flow::Continue;
+            }
             _ => {}
         }
         let conn = self.conn.clone();
@@ -315,11 +333,14 @@ impl Session {
                 );
                 self.reply_error(Some(id), &error);
             }
+            // Among them AHP's agent, session, resource and terminal
+            // commands: this hub routes client services and hosts none.
             _ => {
                 let error = ErrorObject::new(
                     ErrorCode::MethodNotFound,
                     format!("unknown method {name:?}"),
-                );
+                )
+                .with_data(&json!({ "method": name }));
                 self.reply_error(Some(id), &error);
             }
         }
@@ -338,6 +359,7 @@ impl Session {
                 let channel = object::<RawChannelParams<'_>>(params)
                     .ok()
                     .and_then(|p| json_str(p.channel?).ok());
+                // `ahp-root://` has no actions: nothing to stop.
                 if channel.as_deref() == Some(CATALOG_CHANNEL) {
                     self.hub.registry.unsubscribe(&self.conn);
                 }
@@ -361,14 +383,19 @@ impl Session {
                 Flow::Continue
             }
             Err(error) => {
-                let auth_failed = error.code == ErrorCode::AuthRequired.code();
                 self.reply_error(Some(id), &error);
-                if auth_failed {
+                // Both end the connection, after the error is flushed.
+                if error.code == ErrorCode::AuthRequired.code() {
                     tracing::info!("refused a connection with a missing or wrong token");
-                    self.conn.out.drain_and_close();
-                    return Flow::Close;
+                } else if error.code == ErrorCode::UnsupportedProtocolVersion.code() {
+                    tracing::info!(
+                        "refused a connection that offered no protocol version this hub speaks"
+                    );
+                } else {
+                    return Flow::Continue;
                 }
-                Flow::Continue
+                self.conn.out.drain_and_close();
+                Flow::Close
             }
         }
     }
@@ -383,24 +410,15 @@ impl Session {
                 ));
             }
         }
-        if let Some(versions) = params.protocol_versions {
-            let versions = string_list(versions, "protocolVersions")?;
-            if !versions
-                .iter()
-                .any(|v| SUPPORTED_VERSIONS.contains(&v.as_ref()))
-            {
-                return Err(ErrorObject::new(
-                    ErrorCode::UnsupportedProtocolVersion,
-                    format!(
-                        "none of the offered protocol versions is supported; this hub speaks {}",
-                        SUPPORTED_VERSIONS.join(", ")
-                    ),
-                )
-                .with_data(&UnsupportedVersionData {
-                    supported_versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
-                }));
+        let version = match params.protocol_versions {
+            None => PROTOCOL_VERSION.to_owned(),
+            Some(versions) => {
+                let versions = string_list(versions, "protocolVersions")?;
+                select_version(&versions)
+                    .map(str::to_owned)
+                    .ok_or_else(unsupported_version)?
             }
-        }
+        };
         let token = match params.auth_token {
             None => None,
             Some(raw) => Some(string_member(Some(raw), "authToken")?),
@@ -422,25 +440,33 @@ impl Session {
                 ));
             }
         }
-        let mut subscribe = false;
+        let mut channels = Listed::default();
         if let Some(raw) = params.initial_subscriptions {
-            for channel in string_list(raw, "initialSubscriptions")? {
-                if channel != CATALOG_CHANNEL {
-                    return Err(reply::not_found(format!("unknown channel {channel:?}")));
-                }
-                subscribe = true;
+            for uri in string_list(raw, "initialSubscriptions")? {
+                let channel = Channel::parse(&uri)
+                    .ok_or_else(|| reply::not_found(format!("unknown channel {uri:?}")))?;
+                channels.push(channel);
             }
         }
         let authenticated = self.authenticate(token.as_deref()).ok_or_else(|| {
-            ErrorObject::new(
-                ErrorCode::AuthRequired,
-                "a valid token is required (authToken or Authorization: Bearer)",
-            )
+            reply::auth_required(if self.remote() {
+                "a valid token of a named principal is required on the remote listener \
+                 (authToken, Authorization: Bearer or ?token=)"
+            } else {
+                "a valid token is required (authToken, Authorization: Bearer or ?token=)"
+            })
         })?;
         Ok(CheckedInit {
             authenticated,
-            subscribe,
+            version,
+            channels,
         })
+    }
+
+    /// Whether this connection came through the remote (TLS) listener, where
+    /// only named principals may authenticate.
+    fn remote(&self) -> bool {
+        self.conn.transport == Transport::Remote
     }
 
     /// Maps the presented credentials to a principal. A WebSocket may carry a
@@ -464,37 +490,93 @@ impl Session {
             };
         }
         let policy = self.hub.registry.policy();
-        match (&self.bearer, token) {
+        let authenticated = match (&self.bearer, token) {
             (Some(Bearer::Invalid), _) => None,
             (Some(Bearer::Valid(bearer)), None) => Some(bearer.clone()),
             (Some(Bearer::Valid(bearer)), Some(token)) => policy
                 .authenticate(Some(token))
                 .filter(|auth| auth.principal.principal == bearer.principal.principal),
             (None, token) => policy.authenticate(token),
-        }
+        };
+        // The user's own (direct) token never authenticates over the
+        // network, and neither does the lack of one.
+        authenticated.filter(|auth| {
+            !self.remote() || matches!(auth.principal.principal, Principal::Reserved { .. })
+        })
     }
 
     fn complete_initialize(&self, id: &RawValue, checked: CheckedInit) {
-        let identity = Identity::new(
-            ids::mint(&self.hub.client_id_prefix),
-            checked.authenticated.principal,
-            checked.authenticated.token_digest,
-        );
-        let Ok(identity) = self.conn.set_identity(identity) else {
+        let Some(identity) = self.establish(checked.authenticated) else {
             return; // unreachable: checked above, and only this task sets it
         };
+        channels::subscribe(
+            &self.hub.registry,
+            &self.conn,
+            &checked.channels,
+            |snapshots, seq| {
+                let result =
+                    initialize_result(&self.hub, identity, &checked.version, snapshots, seq);
+                self.reply_result(id, &result);
+            },
+        );
+    }
+
+    /// Gives the connection its identity: a fresh `clientId`, the
+    /// authenticated principal. `None` if it had one already.
+    fn establish(&self, authenticated: Authenticated) -> Option<&Identity> {
+        let identity = Identity::new(
+            ids::mint(&self.hub.client_id_prefix),
+            authenticated.principal,
+            authenticated.token_digest,
+        );
+        let identity = self.conn.set_identity(identity).ok()?;
         tracing::debug!(client = %identity.client_id, principal = identity.principal.principal.label(), "initialized");
-        let respond = |snapshot: Option<&str>, seq: u64| {
-            let result = initialize_result(&self.hub, identity, snapshot, seq);
-            self.reply_result(id, &result);
+        Some(identity)
+    }
+
+    /// AHP's `reconnect`: a fresh snapshot of each listed channel the hub
+    /// serves (unknown ones are left out), and a subscription to it. As a
+    /// connection's first message it also initializes the connection, with
+    /// the identity of its upgrade's token; a connection without one gets
+    /// -32007 and stays open (AHP clients fall back to `initialize`). A
+    /// reconnected connection is a new one: services of the old one are
+    /// gone, and the `clientId` is new (both are in the result).
+    fn reconnect(&mut self, id: &RawValue, params: Option<&RawValue>) {
+        let listed = object::<RawReconnect<'_>>(params).and_then(|params| {
+            let mut listed = Listed::default();
+            if let Some(raw) = params.subscriptions {
+                for uri in string_list(raw, "subscriptions")? {
+                    if let Some(channel) = Channel::parse(&uri) {
+                        listed.push(channel);
+                    }
+                }
+            }
+            Ok(listed)
+        });
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(error) => return self.reply_error(Some(id), &error),
         };
-        if checked.subscribe {
-            self.hub
-                .registry
-                .subscribe(&self.conn, |snapshot, seq| respond(Some(snapshot), seq));
-        } else {
-            respond(None, self.hub.registry.server_seq());
-        }
+        let identity = match (self.conn.identity(), &self.bearer) {
+            (Some(identity), _) => identity,
+            (None, Some(Bearer::Valid(authenticated))) => {
+                match self.establish(authenticated.clone()) {
+                    Some(identity) => identity,
+                    None => return,
+                }
+            }
+            (None, _) => {
+                let error = reply::auth_required(
+                    "reconnect as a connection's first message needs a token at the WebSocket \
+                     upgrade (Authorization: Bearer or ?token=); send initialize instead",
+                );
+                return self.reply_error(Some(id), &error);
+            }
+        };
+        channels::subscribe(&self.hub.registry, &self.conn, &listed, |snapshots, seq| {
+            let result = reconnect_result(identity, snapshots, seq);
+            self.reply_result(id, &result);
+        });
     }
 
     fn register(
@@ -543,6 +625,12 @@ impl Session {
         let channel = object::<RawChannelParams<'_>>(params)
             .and_then(|p| string_member(p.channel, "channel"));
         match channel {
+            Ok(channel) if channel == ROOT_CHANNEL => {
+                let mut result = String::from("{\"snapshot\":");
+                channels::push_root_snapshot(&mut result, self.hub.registry.server_seq());
+                result.push('}');
+                self.reply_result(id, &result);
+            }
             Ok(channel) if channel == CATALOG_CHANNEL => {
                 self.hub.registry.subscribe(&self.conn, |snapshot, _| {
                     let mut result = String::with_capacity(snapshot.len() + 16);
@@ -640,18 +728,36 @@ fn log_payload(conn: &Conn, bytes: &[u8]) {
 
 struct CheckedInit {
     authenticated: Authenticated,
-    subscribe: bool,
+    /// The offered entry the connection speaks (`PROTOCOL_VERSION` if none
+    /// was offered).
+    version: String,
+    channels: Listed,
 }
 
+fn unsupported_version() -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::UnsupportedProtocolVersion,
+        format!(
+            "none of the offered protocol versions is supported; this hub speaks ^{}; closing",
+            SUPPORTED_VERSIONS.join(", ^")
+        ),
+    )
+    .with_data(&UnsupportedVersionData {
+        supported_versions: SUPPORTED_VERSIONS.iter().map(|v| v.to_string()).collect(),
+    })
+}
+
+/// `snapshots`: the array's items, comma-separated.
 fn initialize_result(
     hub: &HubState,
     identity: &Identity,
-    snapshot: Option<&str>,
+    version: &str,
+    snapshots: &str,
     seq: u64,
 ) -> String {
-    let mut out = Vec::with_capacity(1024 + snapshot.map_or(0, str::len));
+    let mut out = Vec::with_capacity(1024 + snapshots.len());
     out.extend_from_slice(b"{\"protocolVersion\":");
-    wire::json_string(&mut out, PROTOCOL_VERSION);
+    wire::json_string(&mut out, version);
     out.extend_from_slice(b",\"clientId\":");
     wire::json_string(&mut out, &identity.client_id);
     out.extend_from_slice(b",\"principal\":");
@@ -659,9 +765,7 @@ fn initialize_result(
     out.extend_from_slice(b",\"serverSeq\":");
     out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
     out.extend_from_slice(b",\"snapshots\":[");
-    if let Some(snapshot) = snapshot {
-        out.extend_from_slice(snapshot.as_bytes());
-    }
+    out.extend_from_slice(snapshots.as_bytes());
     out.extend_from_slice(b"],\"serverInfo\":");
     let info = ServerInfo {
         name: SERVER_NAME.into(),
@@ -670,6 +774,27 @@ fn initialize_result(
     let _ = serde_json::to_writer(&mut out, &info);
     out.extend_from_slice(b",\"limits\":");
     let _ = serde_json::to_writer(&mut out, &hub.limits);
+    out.extend_from_slice(b",\"_meta\":");
+    out.extend_from_slice(INITIALIZE_META.as_bytes());
+    out.push(b'}');
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+/// AHP's `ReconnectSnapshotResult` (`{type: "snapshot", snapshots}`), with
+/// the connection's new `clientId`, its principal and `serverSeq` beside it
+/// (AHP clients ignore members they do not know).
+fn reconnect_result(identity: &Identity, snapshots: &str, seq: u64) -> String {
+    let mut out = Vec::with_capacity(256 + snapshots.len());
+    out.extend_from_slice(b"{\"type\":");
+    wire::json_string(&mut out, RECONNECT_SNAPSHOT);
+    out.extend_from_slice(b",\"snapshots\":[");
+    out.extend_from_slice(snapshots.as_bytes());
+    out.extend_from_slice(b"],\"clientId\":");
+    wire::json_string(&mut out, &identity.client_id);
+    out.extend_from_slice(b",\"principal\":");
+    out.extend_from_slice(identity.principal.json.as_bytes());
+    out.extend_from_slice(b",\"serverSeq\":");
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
     out.push(b'}');
     String::from_utf8(out).expect("JSON text is UTF-8")
 }

@@ -21,6 +21,9 @@ pub struct HubInfo {
     pub socket: PathBuf,
     /// `ws://127.0.0.1:PORT/`, or `null` when the hub serves no WebSocket.
     pub ws: Option<String>,
+    /// `wss://HOST:PORT/` of the remote (TLS) listener, when it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
     pub token: String,
     /// Present when the hub is part of a federation (`federation.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

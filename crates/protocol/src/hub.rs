@@ -23,7 +23,8 @@ use crate::principal::Principal;
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: &str = "1.0.0";
-/// Every version the hub accepts in `initialize.protocolVersions`.
+/// The versions the hub speaks; an offered version is accepted when it is
+/// caret-compatible with one of them ([`select_version`]).
 pub const SUPPORTED_VERSIONS: &[&str] = &[PROTOCOL_VERSION];
 /// The root channel named in `initialize.channel`.
 pub const ROOT_CHANNEL: &str = "ahp-root://";
@@ -66,6 +67,64 @@ pub mod method {
     /// latest tick, history) as JSON (direct principal only), for
     /// `switchboard top`. Its shape is in `docs/dashboard.md`.
     pub const DASHBOARD_SNAPSHOT: &str = "hub/dashboardSnapshot";
+    /// AHP's resume command: fresh snapshots of the listed channels (and,
+    /// as a connection's first message, `initialize` by the upgrade's token).
+    pub const RECONNECT: &str = "reconnect";
+}
+
+/// `reconnect`'s result type (AHP's `ReconnectSnapshotResult`).
+pub const RECONNECT_SNAPSHOT: &str = "snapshot";
+
+/// The state of `ahp-root://`: an AHP root state with no agents (the hub
+/// hosts none).
+pub const ROOT_STATE: &str = r#"{"agents":[]}"#;
+
+/// `initialize` result `_meta`: tells an AHP client this host has client
+/// services, and on which channel.
+pub const INITIALIZE_META: &str =
+    r#"{"clientServices":{"version":1,"channel":"ahp-client-services://"}}"#;
+
+/// Picks the version to speak from `offered`, as AHP does: the highest
+/// offered entry that is caret-compatible with a version the hub speaks
+/// (`^1.0.0` is `>=1.0.0 <2.0.0`; for `0.y.z` the minor must match too, and
+/// for `0.0.z` the patch), returned exactly as offered. Entries that are not
+/// `MAJOR.MINOR.PATCH` are skipped. `None`: nothing compatible (-32005).
+pub fn select_version<S: AsRef<str>>(offered: &[S]) -> Option<&str> {
+    let speaks: Vec<Semver> = SUPPORTED_VERSIONS
+        .iter()
+        .filter_map(|v| semver(v))
+        .collect();
+    offered
+        .iter()
+        .map(AsRef::as_ref)
+        .filter_map(|text| Some((text, semver(text)?)))
+        .filter(|(_, version)| speaks.iter().any(|base| caret_matches(*base, *version)))
+        .max_by_key(|(_, version)| *version)
+        .map(|(text, _)| text)
+}
+
+type Semver = (u64, u64, u64);
+
+/// `MAJOR.MINOR.PATCH`, digits only, no leading zeros (SemVer's core).
+fn semver(text: &str) -> Option<Semver> {
+    let mut parts = text.split('.');
+    let mut next = || {
+        let part = parts.next()?;
+        let digits = !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+        (digits && (part == "0" || !part.starts_with('0')))
+            .then(|| part.parse().ok())
+            .flatten()
+    };
+    let version = (next()?, next()?, next()?);
+    parts.next().is_none().then_some(version)
+}
+
+/// Whether `version` is within `^base`.
+fn caret_matches(base: Semver, version: Semver) -> bool {
+    version >= base
+        && version.0 == base.0
+        && (base.0 > 0 || version.1 == base.1)
+        && (base.0 > 0 || base.1 > 0 || version.2 == base.2)
 }
 
 // ---- initialize ------------------------------------------------------------
@@ -103,6 +162,9 @@ pub struct InitializeResult {
     pub snapshots: Vec<Snapshot>,
     pub server_info: ServerInfo,
     pub limits: Limits,
+    /// `{clientServices: {version: 1, channel}}` ([`INITIALIZE_META`]).
+    #[serde(rename = "_meta", default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -422,5 +484,36 @@ mod tests {
             check_method_name("é", 256),
             Err(MethodNameError::InvalidCharacter { index: 0 })
         );
+    }
+
+    #[test]
+    fn versions_are_matched_by_caret_and_answered_as_offered() {
+        // What the AHP 1.0 SDKs offer.
+        assert_eq!(select_version(&["1.0.0", "0.9.0"]), Some("1.0.0"));
+        assert_eq!(
+            select_version(&["0.9.0", "1.2.3", "1.10.0"]),
+            Some("1.10.0")
+        );
+        assert_eq!(select_version(&["1.4.0"]), Some("1.4.0"));
+        assert_eq!(select_version(&["0.5.2"]), None);
+        assert_eq!(select_version(&["2.0.0", "0.1.0"]), None);
+        assert_eq!(select_version::<&str>(&[]), None);
+        // Not MAJOR.MINOR.PATCH: skipped, not an error.
+        for odd in [
+            "1.0",
+            "1.0.0.0",
+            "01.0.0",
+            "1.0.0-beta",
+            "v1.0.0",
+            "1..0",
+            "",
+        ] {
+            assert_eq!(select_version(&[odd]), None, "{odd}");
+            assert_eq!(select_version(&[odd, "1.0.1"]), Some("1.0.1"), "{odd}");
+        }
+        assert!(caret_matches((0, 9, 0), (0, 9, 4)));
+        assert!(!caret_matches((0, 9, 0), (0, 10, 0)));
+        assert!(!caret_matches((0, 0, 3), (0, 0, 4)));
+        assert!(!caret_matches((1, 2, 0), (1, 1, 9)));
     }
 }

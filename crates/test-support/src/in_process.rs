@@ -29,6 +29,7 @@ pub struct TestHub {
 pub struct TestHubBuilder {
     config: Option<String>,
     ws: bool,
+    remote: Option<switchboard_hub::server::RemoteOptions>,
 }
 
 impl TestHub {
@@ -47,6 +48,7 @@ impl TestHub {
         TestHubBuilder {
             config: None,
             ws: true,
+            remote: None,
         }
     }
 
@@ -136,6 +138,17 @@ impl TestHubBuilder {
         self
     }
 
+    /// A remote (TLS) listener on a free loopback port, with this PEM
+    /// certificate chain and key.
+    pub fn remote(mut self, cert: PathBuf, key: PathBuf) -> Self {
+        self.remote = Some(switchboard_hub::server::RemoteOptions {
+            address: "127.0.0.1:0".parse().expect("a socket address"),
+            cert,
+            key,
+        });
+        self
+    }
+
     /// No WebSocket (and so no HTTP) listener.
     pub fn no_ws(mut self) -> Self {
         self.ws = false;
@@ -164,6 +177,7 @@ impl TestHubBuilder {
                 .then(|| "127.0.0.1:0".parse().expect("a socket address")),
             config,
             federated: None,
+            remote: self.remote,
         };
         TestHub {
             hub: None,

@@ -203,6 +203,21 @@ impl HubConn {
         }
     }
 
+    /// Registers a service and sends it one notification of `size` bytes,
+    /// then reads it back: one message of about `size` each way.
+    pub async fn notify_itself(&mut self, size: usize) -> anyhow::Result<()> {
+        let service = self.register("itself").await?;
+        let payload = crate::messages::payload(size);
+        self.send(crate::messages::hub_notify(&service, &payload))
+            .await?;
+        loop {
+            let message = self.recv().await?;
+            if memchr::memmem::find(&message, b"clientService/notification").is_some() {
+                return Ok(());
+            }
+        }
+    }
+
     /// Reads until the response to `id`; returns its `result`.
     async fn response(&mut self, id: u64, method: &str) -> anyhow::Result<Value> {
         loop {

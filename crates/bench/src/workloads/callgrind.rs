@@ -22,7 +22,9 @@ use crate::lines::LineBuf;
 use crate::messages;
 use crate::process::{self, ServerProcess};
 use crate::systems::floor;
-use crate::systems::hub::{HubConn, HubLaunch, HubProcess, Transport};
+use crate::systems::hub::{HubConn, HubLaunch, HubProcess, Transport, WsStream};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
 
 /// Valgrind is slow: generous bounds.
 const STARTUP: Duration = Duration::from_secs(120);
@@ -45,6 +47,8 @@ impl CallgrindOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Counted {
     Hub,
+    /// The hub, both clients on its WebSocket (one message per frame).
+    HubWs,
     Floor,
 }
 
@@ -96,6 +100,7 @@ async fn count(
 ) -> anyhow::Result<u64> {
     let name = match counted {
         Counted::Hub => "hub",
+        Counted::HubWs => "hub-ws",
         Counted::Floor => "floor",
     };
     let out_file = out_dir.join(format!("{name}-{notifications}-run{run}.out"));
@@ -120,6 +125,24 @@ async fn count(
             let (_s_read, s_write, _) = sender.into_unix()?;
             deliver(s_write, r_read, r_buf, &line, notifications).await?;
             drop(r_write);
+            stop(&mut hub.process)?;
+        }
+        Counted::HubWs => {
+            let mut hub = HubProcess::start(HubLaunch {
+                bin,
+                cpu: None,
+                ws: true,
+                wrapper: valgrind_args(&out_file),
+                startup: STARTUP,
+                args: Vec::new(),
+                config: "",
+            })
+            .await?;
+            let mut receiver = HubConn::connect(&hub.info, Transport::Ws, "receiver").await?;
+            let service = receiver.register("counted").await?;
+            let sender = HubConn::connect(&hub.info, Transport::Ws, "sender").await?;
+            let line = messages::hub_notify(&service, &messages::payload(PAYLOAD));
+            deliver_ws(sender.into_ws()?, receiver.into_ws()?, &line, notifications).await?;
             stop(&mut hub.process)?;
         }
         Counted::Floor => {
@@ -208,6 +231,42 @@ async fn deliver(
     // Let the server see both sides idle before the connections close.
     tokio::time::sleep(Duration::from_millis(200)).await;
     drop(write);
+    Ok(())
+}
+
+/// [`deliver`] over WebSockets: each step's frames are fed and flushed
+/// together (as the notify workload's sender does), then the receiver reads
+/// as many frames.
+async fn deliver_ws(
+    mut sender: WsStream,
+    mut receiver: WsStream,
+    line: &str,
+    count: u64,
+) -> anyhow::Result<()> {
+    let frame = Message::text(line);
+    let mut sent = 0u64;
+    while sent < count {
+        let step_start = sent;
+        let step_end = (sent + STEP).min(count);
+        while sent < step_end {
+            sender.feed(frame.clone()).await?;
+            sent += 1;
+        }
+        sender.flush().await?;
+        let mut got = 0;
+        while got < step_end - step_start {
+            match tokio::time::timeout(STEP_LIMIT, receiver.next()).await {
+                Err(_) => bail!("only {got} notifications of a step arrived within {STEP_LIMIT:?}"),
+                Ok(Some(Ok(Message::Text(_)))) => got += 1,
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(error))) => bail!("the receiver failed: {error}"),
+                Ok(None) => bail!("the receiver was disconnected"),
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = sender.close(None).await;
+    let _ = receiver.close(None).await;
     Ok(())
 }
 

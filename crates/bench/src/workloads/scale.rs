@@ -34,6 +34,12 @@ pub struct IdleOutcome {
 /// Something that can open idle connections to a running server.
 enum IdleTarget<'a> {
     Hub(&'a HubProcess),
+    /// The hub's WebSocket; with `traffic`, each connection first sends
+    /// itself one message of that many bytes through its own service.
+    HubWs {
+        hub: &'a HubProcess,
+        traffic: Option<usize>,
+    },
     Nats(&'a NatsProcess),
     Floor(&'a FloorProcess),
 }
@@ -43,6 +49,7 @@ enum IdleTarget<'a> {
 enum Idle {
     Unix(UnixStream),
     Tcp(TcpStream),
+    Hub(Box<HubConn>),
 }
 
 pub struct ScaleBins<'a> {
@@ -81,8 +88,29 @@ pub async fn idle_connections(
             let floor = FloorProcess::start(bins.floor, bins.cpu).await?;
             fill(IdleTarget::Floor(&floor), floor.pid(), steps).await
         }
-        System::HubWs => bail!("idle connections are measured over the Unix socket"),
+        System::HubWs => idle_ws_connections(bins, steps, None).await,
     }
+}
+
+/// Idle WebSocket connections to a fresh hub; with `traffic`, each one has
+/// first carried one message of that many bytes each way (to the hub and
+/// back from it), so buffers a codec keeps after traffic show.
+pub async fn idle_ws_connections(
+    bins: &ScaleBins<'_>,
+    steps: &[usize],
+    traffic: Option<usize>,
+) -> anyhow::Result<IdleOutcome> {
+    let hub = HubProcess::start(HubLaunch {
+        bin: bins.hub,
+        cpu: bins.cpu,
+        ws: true,
+        wrapper: Vec::new(),
+        startup: Duration::from_secs(10),
+        args: Vec::new(),
+        config: "",
+    })
+    .await?;
+    fill(IdleTarget::HubWs { hub: &hub, traffic }, hub.pid(), steps).await
 }
 
 /// Resident memory of `pid`, in bytes.
@@ -151,6 +179,14 @@ async fn open_one(target: &IdleTarget<'_>, index: usize) -> anyhow::Result<Idle>
         IdleTarget::Nats(nats) => {
             let stream = nats_raw(nats.port).await?;
             Ok(Idle::Tcp(stream))
+        }
+        IdleTarget::HubWs { hub, traffic } => {
+            let mut conn =
+                HubConn::connect(&hub.info, Transport::Ws, &format!("idle-{index}")).await?;
+            if let Some(size) = traffic {
+                conn.notify_itself(*size).await?;
+            }
+            Ok(Idle::Hub(Box::new(conn)))
         }
     }
 }

@@ -14,5 +14,6 @@ mod mcp_gateway;
 mod modules;
 mod process;
 mod provide_mcp_fence;
+mod remote;
 mod security;
 mod stderr;

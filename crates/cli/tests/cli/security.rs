@@ -420,6 +420,95 @@ fn tokens_never_reach_the_log_or_metrics_at_trace_level_through_auth_failures_an
     );
 }
 
+/// The token an AHP client puts in the upgrade URL (`/?token=`), valid or
+/// refused, never reaches the log (hub, hyper, axum, tungstenite targets
+/// all at trace) or `/metrics`, in any form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_in_the_upgrade_url_never_reach_the_log_or_metrics_at_trace_level() {
+    use ahp::{Client, ClientConfig};
+    use ahp_ws::WebSocketTransport;
+
+    let root = tempfile::tempdir().unwrap();
+    let explorer = unique("urltok-explorer");
+    let wrong = unique("urltok-wrong");
+    let config = format!("[principals.explorer]\ntoken = \"{explorer}\"\n");
+    let hub = hub_with_config(root.path(), &config, "trace");
+    let base = format!("ws://{}/", hub.ws_address());
+    let direct = hub.token();
+    let percent = |token: &str| -> String { token.bytes().map(|b| format!("%{b:02X}")).collect() };
+
+    // Accepted: the direct and a named token, plain and percent-encoded;
+    // each connection initializes, registers, calls and pings.
+    let mut clients = Vec::new();
+    for target in [
+        format!("{base}?token={direct}"),
+        format!("{base}?token={explorer}"),
+        format!("{base}?a=b&token={}", percent(&explorer)),
+    ] {
+        let transport = WebSocketTransport::connect(&target).await.expect("upgrade");
+        let client = Client::connect(transport, ClientConfig::default())
+            .await
+            .unwrap();
+        client
+            .initialize(
+                "log-test".into(),
+                vec!["1.0.0".into()],
+                vec!["ahp-root://".into()],
+            )
+            .await
+            .expect("initialize");
+        let service: Value = client
+            .request("client/registerService", json!({"metadata": {}}))
+            .await
+            .unwrap();
+        let _ = client
+            .request::<_, Value>(
+                "clientService/request",
+                json!({"serviceId": service["serviceId"], "method": "m", "timeoutMs": 50}),
+            )
+            .await;
+        client.ping().await.unwrap();
+        clients.push(client);
+    }
+    // Refused at the upgrade: wrong, repeated, badly encoded.
+    for target in [
+        format!("{base}?token={wrong}"),
+        format!("{base}?token={explorer}&token={explorer}"),
+        format!("{base}?token={wrong}%zz"),
+        format!("{base}?token={direct}&token={wrong}"),
+    ] {
+        assert!(WebSocketTransport::connect(&target).await.is_err());
+    }
+    // A header and a URL token that disagree.
+    let mut request =
+        tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+            "{base}?token={explorer}"
+        ))
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("Authorization", format!("Bearer {direct}").parse().unwrap());
+    assert!(tokio_tungstenite::connect_async(request).await.is_err());
+    for client in clients {
+        client.shutdown().await;
+    }
+    hub.wait_for_log("refused a WebSocket upgrade");
+
+    let log = hub.log();
+    assert!(log.contains("initialized"), "the test did not run:\n{log}");
+    let metrics = hub.metrics();
+    for token in [&direct, &explorer, &wrong] {
+        for form in [token.clone(), hex(token), percent(token)] {
+            assert!(!log.contains(&form), "token {token} in the log:\n{log}");
+            assert!(!metrics.contains(&form), "token {token} in /metrics");
+        }
+    }
+    assert!(
+        !log.contains("token="),
+        "a request target in the log:\n{log}"
+    );
+}
+
 #[test]
 fn payloads_stay_out_of_the_log_at_trace_level_until_log_payloads_is_on() {
     let root = tempfile::tempdir().unwrap();

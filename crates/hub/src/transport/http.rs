@@ -11,13 +11,16 @@
 //! [`HEAD_TIMEOUT`]. A socket in a refusal slot is still served `/metrics`
 //! and `/healthz`; its upgrade gets 503.
 //!
+//! The remote listener (`--remote`, `tls.rs`) serves the same router over
+//! TLS: the accept loop is the same, and the TLS handshake runs inside the
+//! socket's slot, bounded by [`HEAD_TIMEOUT`] like the head.
+//!
 //! Browser defences, first thing after the head (`guard`): an `Origin`
 //! header not in the allow-list gets 403 (web pages always send one; other
 //! clients do not), and on a loopback listener a `Host` that is not a
 //! loopback name gets 403 too (DNS rebinding). No response carries CORS
 //! headers.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,14 +33,16 @@ use axum::routing::get;
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use parking_lot::Mutex;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::admission::Slot;
 use crate::dashboard;
 use crate::state::HubState;
 use crate::transport::response::text;
+use crate::transport::socket::Socket;
 use crate::transport::{ws, AcceptBackoff};
 
 /// The most a request head (request line and headers) may take.
@@ -45,23 +50,16 @@ pub const MAX_HEAD: usize = 16 * 1024;
 /// How long a peer may take to send its request head.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What the router knows of the socket a request came on.
-#[derive(Clone)]
-pub struct Socket {
-    pub peer: SocketAddr,
-    /// On a loopback listener, `Host` must name loopback.
-    pub loopback: bool,
-    /// The slot the socket was accepted in; an upgrade takes it for the
-    /// connection (`ws::upgrade`), otherwise it is freed with the socket.
-    pub slot: Arc<Mutex<Option<Slot>>>,
-    /// Where an upgraded connection's task is spawned (shutdown waits on it).
-    pub tasks: TaskTracker,
-}
-
 /// Accepts until shutdown begins. Each socket takes a slot before a task is
 /// spawned for it; with neither a connection nor a refusal slot free it is
-/// closed at once.
-pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskTracker) {
+/// closed at once. With `tls` (the remote listener) each socket's task first
+/// runs the TLS handshake.
+pub async fn accept_loop(
+    hub: Arc<HubState>,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    tasks: TaskTracker,
+) {
     let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     let router = router(hub.clone());
     let mut backoff = AcceptBackoff::new();
@@ -89,16 +87,32 @@ pub async fn accept_loop(hub: Arc<HubState>, listener: TcpListener, tasks: TaskT
         let socket = Socket {
             peer,
             loopback,
+            remote: tls.is_some(),
             slot: Arc::new(Mutex::new(Some(slot))),
             tasks: tasks.clone(),
         };
-        tasks.spawn(serve_socket(router.clone(), stream, socket));
+        let router = router.clone();
+        match &tls {
+            None => tasks.spawn(serve_socket(router, stream, socket)),
+            Some(tls) => {
+                let handshake = tls.accept(stream);
+                tasks.spawn(async move {
+                    // A failed or slow handshake is the peer's: nothing to report.
+                    if let Ok(Ok(stream)) = tokio::time::timeout(HEAD_TIMEOUT, handshake).await {
+                        serve_socket(router, stream, socket).await;
+                    }
+                })
+            }
+        };
     }
 }
 
 /// One request on one socket, within the slot it was accepted in. An
 /// upgraded connection outlives this: its task holds the slot then.
-async fn serve_socket(router: Router, stream: TcpStream, socket: Socket) {
+async fn serve_socket<S>(router: Router, stream: S, socket: Socket)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
         request.extensions_mut().insert(socket.clone());
         router.clone().oneshot(request.map(Body::new))
@@ -180,12 +194,12 @@ fn refusal(hub: &HubState, request: &Request) -> Option<Response> {
     None
 }
 
-/// `GET /`: the WebSocket handshake (`ws.rs`), with the socket's slot.
+/// `GET /`: the WebSocket handshake (`ws.rs`), with the socket's facts and slot.
 async fn upgrade(State(hub): State<Arc<HubState>>, request: Request) -> Response {
     let Some(socket) = request.extensions().get::<Socket>().cloned() else {
         return text(StatusCode::INTERNAL_SERVER_ERROR, "no socket\n");
     };
-    ws::upgrade(hub, &socket.slot, &socket.tasks, request).await
+    ws::upgrade(hub, socket, request).await
 }
 
 async fn healthz(State(hub): State<Arc<HubState>>) -> Response {

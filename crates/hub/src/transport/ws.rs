@@ -1,6 +1,5 @@
 //! WebSocket connections: one JSON-RPC message per text frame. The HTTP
-//! port (`http.rs`) routes `GET /` here, with the slot its socket was
-//! accepted in; [`upgrade`] checks the handshake,
+//! port (`http.rs`) routes `GET /` here; [`upgrade`] checks the handshake,
 //! turns the socket's slot into a connection and answers 101, and the
 //! connection's task then runs [`read_frames`] and [`write_frames`] on the
 //! upgraded socket.
@@ -11,18 +10,12 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
-use bytes::Bytes;
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocketError, WebSocketRead};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use parking_lot::Mutex;
-use tokio_tungstenite::tungstenite::error::{CapacityError, Error as WsError};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
-use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
-use tokio_util::task::TaskTracker;
 
 use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
@@ -30,17 +23,9 @@ use crate::outbound::Batch;
 use crate::session::{Bearer, Flow, Session};
 use crate::state::HubState;
 use crate::teardown;
-use crate::transport;
 use crate::transport::response::{text, text_owned};
-
-type Socket = WebSocketStream<TokioIo<Upgraded>>;
-
-/// tungstenite's read buffer, which every connection allocates up front and
-/// keeps (it is also the most one read takes). The Unix transport reads into
-/// a per-thread buffer instead; 4 KiB (tungstenite's own advice for many
-/// connections, 20 small messages a read) keeps an idle WebSocket
-/// connection near an idle Unix one: `docs/performance.md` has the figures.
-const READ_BUFFER: usize = 4 * 1024;
+use crate::transport::socket::Socket;
+use crate::transport::{self, upgrade_token};
 
 /// Whether a request asks for a WebSocket (`Upgrade: websocket`).
 pub fn is_upgrade(request: &Request) -> bool {
@@ -61,16 +46,11 @@ fn header_has_token(headers: &HeaderMap, name: header::HeaderName, token: &str) 
 /// `GET /`: the WebSocket handshake. The connection is admitted (its slot
 /// taken from the socket) before 101 is sent; its task starts once hyper
 /// hands over the upgraded socket.
-pub async fn upgrade(
-    hub: Arc<HubState>,
-    slot: &Mutex<Option<Slot>>,
-    tasks: &TaskTracker,
-    mut request: Request,
-) -> Response {
+pub async fn upgrade(hub: Arc<HubState>, socket: Socket, mut request: Request) -> Response {
     if !is_upgrade(&request) {
         return text(StatusCode::NOT_FOUND, "not found\n");
     }
-    let slot = match slot.lock().take() {
+    let slot = match socket.slot.lock().take() {
         Some(Slot::Connection(slot)) => slot,
         Some(Slot::Refusal(_)) | None => {
             hub.admission.count_refused();
@@ -100,23 +80,23 @@ pub async fn upgrade(
         return response;
     };
     let accept = derive_accept_key(key.as_bytes());
-    let bearer = headers.get(header::AUTHORIZATION).map(|value| {
-        let token = value.to_str().ok().and_then(|value| {
-            value
-                .strip_prefix("Bearer ")
-                .or_else(|| value.strip_prefix("bearer "))
-                .map(str::trim)
-        });
-        match token.and_then(|t| hub.registry.policy().authenticate(Some(t))) {
-            Some(authenticated) => Bearer::Valid(authenticated),
-            None => Bearer::Invalid,
+    let bearer = match upgrade_token::check(&hub, &request, socket.remote) {
+        Ok(bearer) => bearer,
+        Err(refusal) => {
+            tracing::info!(peer = ?socket.peer, "refused a WebSocket upgrade: {refusal}");
+            return upgrade_token::unauthorized(refusal);
         }
-    });
-    let Ok(conn) = hub.admission.admit(slot, Transport::WebSocket, &hub.limits) else {
+    };
+    let transport = if socket.remote {
+        Transport::Remote
+    } else {
+        Transport::WebSocket
+    };
+    let Ok(conn) = hub.admission.admit(slot, transport, &hub.limits) else {
         return text(StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
     };
     let on_upgrade = hyper::upgrade::on(&mut request);
-    tasks.spawn(async move {
+    socket.tasks.spawn(async move {
         match on_upgrade.await {
             Ok(upgraded) => serve(hub, conn, upgraded, bearer).await,
             Err(_) => {
@@ -134,46 +114,184 @@ pub async fn upgrade(
         .unwrap_or_else(|_| text(StatusCode::INTERNAL_SERVER_ERROR, "\n"))
 }
 
-/// One admitted WebSocket connection, on the socket hyper upgraded.
+/// One admitted WebSocket connection, on the socket hyper upgraded. A plain
+/// TCP socket is taken back from hyper and split into owned halves (no lock
+/// between reader and writer); another (TLS) is split with a lock.
 async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, upgraded: Upgraded, bearer: Option<Bearer>) {
+    match upgraded.downcast::<TokioIo<TcpStream>>() {
+        Ok(parts) => {
+            let (read, write) = parts.io.into_inner().into_split();
+            // Bytes hyper read past the request head come first.
+            let read = std::io::Cursor::new(parts.read_buf).chain(read);
+            serve_on(hub, conn, bearer, read, write).await;
+        }
+        Err(upgraded) => {
+            let (read, write) = tokio::io::split(TokioIo::new(upgraded));
+            serve_on(hub, conn, bearer, read, write).await;
+        }
+    }
+}
+
+async fn serve_on<R, W>(
+    hub: Arc<HubState>,
+    conn: Arc<Conn>,
+    bearer: Option<Bearer>,
+    read: R,
+    write: W,
+) where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin,
+{
     let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
-    let config = WebSocketConfig::default()
-        .read_buffer_size(READ_BUFFER)
-        .write_buffer_size(64 * 1024)
-        .max_message_size(Some(max))
-        .max_frame_size(Some(max));
-    let socket = Socket::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
-    let (sink, frames) = socket.split();
+    // fastwebsockets' reader alone: data frames are written by
+    // `write_frames` straight from the queue, and the frames the reader owes
+    // the peer (pong, close) go through the same `FrameWriter`. Its own
+    // writer half is left unused.
+    let (mut frames, _) =
+        fastwebsockets::after_handshake_split(read, tokio::io::sink(), Role::Server);
+    // It refuses a frame of `payload_len >= max_message_size`.
+    frames.set_max_message_size(max.saturating_add(1));
+    let writer = Arc::new(tokio::sync::Mutex::new(FrameWriter {
+        io: write,
+        closed: false,
+    }));
     let session = Session::new(hub.clone(), conn.clone(), bearer);
-    let read = read_frames(session, frames);
-    let write = write_frames(conn.clone(), sink);
+    let read = read_frames(session, frames, writer.clone(), max);
+    let write = write_frames(conn.clone(), writer);
     transport::run(hub, conn, read, write).await;
 }
 
-async fn read_frames(mut session: Session, mut frames: SplitStream<Socket>) {
+/// The socket's write half. One writer at a time: the connection's writer
+/// task (data frames, a batch per lock) or its reader (a pong or a close
+/// reply, rarely), so frames never interleave.
+struct FrameWriter<W> {
+    io: W,
+    /// A close frame went out; nothing may follow it.
+    closed: bool,
+}
+
+type SharedWriter<W> = Arc<tokio::sync::Mutex<FrameWriter<W>>>;
+
+impl<W: AsyncWrite + Unpin> FrameWriter<W> {
+    async fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.closed {
+            return Err(std::io::ErrorKind::BrokenPipe.into());
+        }
+        self.io.write_all(bytes).await
+    }
+
+    /// A control frame (formatted by fastwebsockets): one the reader owes
+    /// the peer (a pong, the reply to a close), or the server's close.
+    async fn control(&mut self, bytes: &[u8], close: bool) -> std::io::Result<()> {
+        self.write(bytes).await?;
+        self.closed |= close;
+        Ok(())
+    }
+
+    /// The server's close (normal closure), unless one went out already.
+    async fn close(&mut self) {
+        if !self.closed {
+            let mut bytes = Vec::new();
+            let length = Frame::close(1000, b"").write(&mut bytes).len();
+            let _ = self.control(&bytes[..length], true).await;
+        }
+        let _ = self.io.shutdown().await;
+    }
+}
+
+async fn read_frames<R, W>(
+    mut session: Session,
+    mut frames: WebSocketRead<R>,
+    writer: SharedWriter<W>,
+    max: usize,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
     let conn = session.conn().clone();
+    let mut owed = |mut frame: Frame<'_>| {
+        // Formatted here: the frame may borrow the read buffer.
+        let mut bytes = Vec::new();
+        let length = frame.write(&mut bytes).len();
+        bytes.truncate(length);
+        let close = frame.opcode == OpCode::Close;
+        let writer = writer.clone();
+        async move { writer.lock().await.control(&bytes, close).await }
+    };
+    // A message split over several frames, while it is being assembled.
+    let mut fragments: Option<Vec<u8>> = None;
+    // Made once: a frame is much smaller than a Unix read, and a fresh
+    // cancellation future per frame cost ~300 instructions a message.
+    let stopped = conn.out.reader_stopped();
+    tokio::pin!(stopped);
+    let mut since_yield = 0;
     loop {
+        // The frame first: a frame already buffered is taken without
+        // polling the stop future (~270 instructions a message: the
+        // token's Notify). The future is polled, and wakes the reader, only
+        // when it waits for bytes; between waits the stop is checked every
+        // YIELD_BYTES (the Unix reader checks it between turns of at most
+        // 4 reads of 64 KiB).
         let frame = tokio::select! {
             biased;
-            () = conn.out.reader_stopped() => return,
-            frame = frames.next() => frame,
+            frame = frames.read_frame(&mut owed) => frame,
+            () = &mut stopped => return,
         };
+        let handled = frame.as_ref().map_or(0, |frame| frame.payload.len() + 2);
         let flow = match frame {
-            None | Some(Ok(Message::Close(_))) => Flow::Close,
-            Some(Ok(Message::Text(text))) => on_frame(&mut session, text.as_bytes()),
-            Some(Ok(Message::Binary(bytes))) => on_frame(&mut session, &bytes),
-            Some(Ok(_)) => Flow::Continue, // ping, pong: tungstenite answers pings
-            Some(Err(WsError::Capacity(CapacityError::MessageTooLong { size, .. }))) => {
-                session.too_large(Some(size))
-            }
-            Some(Err(_)) => Flow::Close,
+            Ok(frame) => match (frame.opcode, frame.fin, &mut fragments) {
+                (OpCode::Text | OpCode::Binary, true, None) => {
+                    on_frame(&mut session, &frame.payload)
+                }
+                (OpCode::Text | OpCode::Binary, false, None) => {
+                    fragments = Some(frame.payload.to_vec());
+                    Flow::Continue
+                }
+                (OpCode::Continuation, fin, Some(message)) => {
+                    let size = message.len() + frame.payload.len();
+                    if size > max {
+                        session.too_large(Some(size))
+                    } else {
+                        message.extend_from_slice(&frame.payload);
+                        match fin.then(|| fragments.take()).flatten() {
+                            Some(message) => on_frame(&mut session, &message),
+                            None => Flow::Continue,
+                        }
+                    }
+                }
+                (OpCode::Ping | OpCode::Pong, _, _) => Flow::Continue, // pongs are owed above
+                // A close, or frames out of order (a new message inside a
+                // fragmented one, a continuation of nothing).
+                _ => Flow::Close,
+            },
+            Err(WebSocketError::FrameTooLarge) => session.too_large(None),
+            Err(_) => Flow::Close,
         };
         if flow == Flow::Close {
             return;
         }
-        transport::let_destinations_drain(&conn).await;
+        // Flow control after every frame, as the Unix reader after every
+        // read; the flag spares the call when no destination congested.
+        if conn.backlog_noted() {
+            transport::let_destinations_drain(&conn).await;
+        }
+        // Frames already buffered are read without touching the socket, so
+        // without tokio's budget: yield after every YIELD_BYTES handled, as
+        // the Unix reader does after each bounded read, so the writers this
+        // sender fills get to run and one busy sender cannot hold a worker.
+        since_yield += handled;
+        if since_yield >= YIELD_BYTES {
+            since_yield = 0;
+            if conn.out.reader_stop_requested() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
     }
 }
+
+/// Bytes of frames a reader handles between two yields.
+const YIELD_BYTES: usize = 64 * 1024;
 
 /// Outbound queues separate messages with `\n`, which JSON text only holds as
 /// whitespace; a frame that has some gets it replaced by spaces so its payload
@@ -189,25 +307,29 @@ fn on_frame(session: &mut Session, bytes: &[u8]) -> Flow {
     session.on_message(&flattened)
 }
 
-async fn write_frames(conn: Arc<Conn>, mut sink: SplitSink<Socket, Message>) {
+/// Largest frames buffer kept between batches; a bigger one (after a large
+/// message or a burst) is freed, so an idle connection holds none of it.
+const KEEP_FRAMES: usize = 16 * 1024;
+
+/// Takes each batch of `\n`-separated messages off the queue, frames every
+/// message as one unmasked text frame (fastwebsockets formats the header)
+/// into one buffer, and writes it with one `write_all`.
+async fn write_frames<W: AsyncWrite + Unpin>(conn: Arc<Conn>, writer: SharedWriter<W>) {
     let mut batch = Vec::new();
+    let mut frames = Vec::new();
     loop {
         match conn.out.next_batch(&mut batch).await {
             Batch::Done => break,
             Batch::Write => {}
         }
-        // One allocation per batch; each frame is a slice of it.
-        let shared = Bytes::copy_from_slice(&batch);
-        let send = async {
-            let mut start = 0;
-            for end in memchr::memchr_iter(b'\n', &shared) {
-                let text = Utf8Bytes::try_from(shared.slice(start..end))
-                    .map_err(|_| WsError::Utf8(String::from("outbound message is not UTF-8")))?;
-                sink.feed(Message::Text(text)).await?;
-                start = end + 1;
-            }
-            sink.flush().await
-        };
+        frames.clear();
+        frames.reserve(batch.len() + batch.len() / 16 + 16);
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &batch) {
+            push_text_frame(&mut frames, &batch[start..end]);
+            start = end + 1;
+        }
+        let send = async { writer.lock().await.write(&frames).await };
         let sent = tokio::select! {
             sent = send => sent,
             () = conn.out.aborted() => return,
@@ -217,6 +339,20 @@ async fn write_frames(conn: Arc<Conn>, mut sink: SplitSink<Socket, Message>) {
             return;
         }
         conn.out.written(&mut batch);
+        if frames.capacity() > KEEP_FRAMES {
+            frames = Vec::new();
+        }
     }
-    let _ = tokio::time::timeout(transport::FLUSH_GRACE, sink.close()).await;
+    let _ = tokio::time::timeout(transport::FLUSH_GRACE, async {
+        writer.lock().await.close().await;
+    })
+    .await;
+}
+
+/// One unmasked text frame: fastwebsockets' header, then the payload.
+fn push_text_frame(out: &mut Vec<u8>, payload: &[u8]) {
+    let mut head = [0u8; 10];
+    let length = Frame::text(Payload::Borrowed(payload)).fmt_head(&mut head);
+    out.extend_from_slice(&head[..length]);
+    out.extend_from_slice(payload);
 }

@@ -256,6 +256,7 @@ async fn an_existing_hub_directory_with_loose_permissions_is_tightened_to_0700()
         ws: None,
         config: None,
         federated: None,
+        remote: None,
     })
     .await
     .unwrap();

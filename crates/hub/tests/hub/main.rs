@@ -4,6 +4,7 @@
 
 mod support;
 
+mod ahp;
 mod authorization;
 mod dashboard;
 mod end_to_end;

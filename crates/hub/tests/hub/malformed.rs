@@ -366,19 +366,48 @@ async fn a_second_initialize_is_invalid_request_and_the_identity_stays() {
 }
 
 #[tokio::test]
-async fn an_unsupported_protocol_version_is_refused_and_the_client_may_retry() {
+async fn an_unsupported_protocol_version_is_refused_and_the_connection_closed() {
+    // Section 11: versions match by caret (1.x.y), the offered entry is
+    // answered as it was written, and -32005 closes the connection (as
+    // AHP does) once the error is flushed.
     let hub = TestHub::start().await;
-    let mut client = hub.connect("client").await;
-    let response = client
-        .initialize_with(json!({"protocolVersions": ["0.9.0", "2.0.0"], "authToken": hub.token}))
-        .await;
-    let error = expect_error(&response, code::UNSUPPORTED_VERSION);
-    assert_eq!(error["data"]["supportedVersions"], json!(["1.0.0"]));
-    expect_result(&client.request("ping", json!(null)).await);
-    let result = client
-        .initialize_with(json!({"protocolVersions": ["2.0.0", "1.0.0"], "authToken": hub.token}))
-        .await;
-    assert_eq!(expect_result(&result)["protocolVersion"], "1.0.0");
+    for offered in [
+        json!(["0.9.0", "2.0.0"]),
+        json!(["0.5.2"]),
+        json!([]),
+        json!(["1.0"]),
+    ] {
+        let mut client = hub.connect("client").await;
+        let response = client
+            .initialize_with(json!({"protocolVersions": offered, "authToken": hub.token}))
+            .await;
+        let error = expect_error(&response, code::UNSUPPORTED_VERSION);
+        assert_eq!(
+            error["data"]["supportedVersions"],
+            json!(["1.0.0"]),
+            "{offered}"
+        );
+        client.wait_closed().await;
+        assert!(
+            client.take_inbox().is_empty(),
+            "{offered}: more after -32005"
+        );
+    }
+    for (offered, chosen) in [
+        (json!(["2.0.0", "1.0.0"]), "1.0.0"),
+        (json!(["1.0.0", "0.9.0"]), "1.0.0"),
+        (json!(["1.2.0", "1.10.3", "0.9.0"]), "1.10.3"),
+    ] {
+        let mut client = hub.connect("client").await;
+        let result = client
+            .initialize_with(json!({"protocolVersions": offered, "authToken": hub.token}))
+            .await;
+        assert_eq!(
+            expect_result(&result)["protocolVersion"],
+            chosen,
+            "{offered}"
+        );
+    }
     assert_hub_routes(&hub).await;
 }
 

@@ -81,6 +81,56 @@ async fn a_flood_towards_a_consumer_that_does_not_read_is_shed_while_others_keep
     assert_eq!(hub.metric("switchboard_slow_consumer_disconnects_total"), 0);
 }
 
+/// The same flood from a WebSocket sender, one message per frame: its
+/// reader takes frames from its buffer between waits, so flow control and
+/// shedding must hold frame by frame as they do line by line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_flood_one_message_per_frame_is_shed_and_counted_the_same() {
+    const COUNT: u64 = 1500;
+    let hub = TestHub::with_config(&config()).await;
+    let mut consumer = hub.client("consumer").await;
+    let service = consumer.register(json!({})).await;
+    consumer.stop_reading();
+    let mut sender = hub.ws_connect("ws-sender").await;
+    sender.initialize_ok(Some(&hub.token)).await;
+    let pad = "x".repeat(1000);
+    for n in 0..COUNT {
+        let message = json!({
+            "jsonrpc": "2.0",
+            "method": "clientService/notify",
+            "params": {"serviceId": service, "method": "flood", "params": {"n": n, "pad": pad}},
+        });
+        sender.send_raw(message.to_string().as_bytes()).await;
+    }
+    expect_result(&sender.request("ping", json!(null)).await);
+    assert_hub_routes(&hub).await;
+
+    let forwarded = hub.metric("switchboard_notifications_forwarded_total") - 1;
+    assert!(shed(&hub) > 0, "nothing was shed");
+    assert_eq!(forwarded + shed(&hub), COUNT);
+    let queued = hub.metric("switchboard_queued_bytes");
+    assert!(
+        queued < SHED_BYTES + 2048,
+        "{queued} bytes queued; notifyShedBytes is {SHED_BYTES}"
+    );
+    sender.expect_silence(SILENCE).await;
+
+    consumer.resume_reading();
+    let mut last = None;
+    for _ in 0..forwarded {
+        let note = consumer
+            .receive(is_method("clientService/notification"), WAIT)
+            .await;
+        let n = note["params"]["params"]["n"].as_u64().unwrap();
+        assert!(last.is_none_or(|last| n > last), "{n} after {last:?}");
+        last = Some(n);
+    }
+    consumer.expect_silence(SILENCE).await;
+    assert_eq!(hub.metric("switchboard_slow_consumer_disconnects_total"), 0);
+    // The sender was slowed, never stopped: it is still served.
+    expect_result(&sender.request("ping", json!(null)).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn catalog_actions_are_never_shed() {
     let hub = TestHub::with_config(&config()).await;

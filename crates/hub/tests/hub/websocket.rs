@@ -163,6 +163,54 @@ async fn binary_frames_are_accepted_and_a_raw_newline_in_a_frame_becomes_a_space
 }
 
 #[tokio::test]
+async fn a_message_in_fragments_is_assembled_and_bounded_as_a_whole() {
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    let fragment = |text: &str, data: Data, fin: bool| {
+        Frame::message(text.as_bytes().to_vec(), OpCode::Data(data), fin)
+    };
+    let hub = TestHub::with_config(
+        "[limits]\nmaxMessageBytes = 4096\nmaxMetadataBytes = 64\nmaxErrorDataBytes = 64",
+    )
+    .await;
+    let mut ws = hub.ws_connect("ws").await;
+    ws.initialize_ok(Some(&hub.token)).await;
+    // A ping in between is answered by the codec and changes nothing.
+    ws.send_frame(fragment(r#"{"jsonrpc":"2.0","#, Data::Text, false))
+        .await;
+    ws.send_frame(Frame::ping(b"are you there".to_vec())).await;
+    ws.send_frame(fragment(r#""id":"frag","#, Data::Continue, false))
+        .await;
+    ws.send_frame(fragment(r#""method":"ping"}"#, Data::Continue, true))
+        .await;
+    assert_eq!(
+        expect_result(&ws.response(&json!("frag")).await),
+        Value::Null
+    );
+
+    // Fragments each under the bound, together over it: -32600, closed.
+    let half = format!(
+        r#"{{"jsonrpc":"2.0","id":"big","method":"ping","params":"{}"#,
+        "x".repeat(2100)
+    );
+    ws.send_frame(fragment(&half, Data::Text, false)).await;
+    ws.send_frame(fragment(&"y".repeat(2100), Data::Continue, false))
+        .await;
+    let answer = ws.next().await;
+    assert_eq!(answer["id"], Value::Null);
+    expect_error(&answer, code::INVALID_REQUEST);
+    assert_eq!(answer["error"]["data"]["limit"], "maxMessageBytes");
+    ws.wait_closed().await;
+
+    // A continuation of nothing is a protocol error: the connection closes.
+    let mut ws = hub.ws_connect("stray").await;
+    ws.initialize_ok(Some(&hub.token)).await;
+    ws.send_frame(fragment("{}", Data::Continue, true)).await;
+    ws.wait_closed().await;
+    assert_hub_routes(&hub).await;
+}
+
+#[tokio::test]
 async fn healthz_answers_ok_and_metrics_serve_prometheus_text() {
     let hub = TestHub::start().await;
     let mut owner = hub.client("owner").await;

@@ -475,6 +475,26 @@ impl RawClient {
         .unwrap_or_else(|e| panic!("{label}: cannot send: {e}"));
     }
 
+    /// Sends one raw frame: a text fragment (`fin` false) or continuation
+    /// (`continuation` true), or a ping (WebSocket only).
+    pub async fn send_frame(
+        &mut self,
+        frame: tokio_tungstenite::tungstenite::protocol::frame::Frame,
+    ) {
+        let label = self.label.clone();
+        let Writer::WebSocket(sink) = &mut self.writer else {
+            panic!("{label}: frames need a WebSocket");
+        };
+        within(
+            WAIT,
+            &label,
+            "send frame",
+            sink.send(WsMessage::Frame(frame)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{label}: cannot send: {e}"));
+    }
+
     pub async fn send(&mut self, message: &Value) {
         self.send_line(&message.to_string()).await
     }
