@@ -27,11 +27,17 @@ impl NatsProcess {
         let dir = tempfile::Builder::new().prefix("sb-bench-nats").tempdir()?;
         let port = free_port()?;
         let port_text = port.to_string();
-        let args: [&OsStr; 4] = [
+        // JetStream for workload 7 (the hubs' shared catalog is a KV
+        // bucket); core publish and request/reply do not touch it.
+        let store = dir.path().join("jetstream");
+        let args: [&OsStr; 7] = [
             "-a".as_ref(),
             "127.0.0.1".as_ref(),
             "-p".as_ref(),
             port_text.as_ref(),
+            "-js".as_ref(),
+            "-sd".as_ref(),
+            store.as_os_str(),
         ];
         let mut process =
             ServerProcess::spawn("nats-server", bin, &args, cpu, &dir.path().join("nats.log"))?;
