@@ -9,7 +9,8 @@
 //! of that instance add, update or remove its services; a put whose value
 //! did not change (a heartbeat) changes nothing. After a reconnection the
 //! consumer starts over, and once it has caught up, what it did not see
-//! again is removed: a diff, published as ordinary actions.
+//! again and the bucket no longer holds is removed: a diff, published as
+//! ordinary actions.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -33,6 +34,8 @@ use crate::shared::{Fabric, Peer};
 const RETRY: Duration = Duration::from_millis(500);
 /// Entries held while catching up, waiting for their hub's claim.
 const MAX_STASH: usize = 65_536;
+/// Bucket lookups at once when checking what a new consumer did not deliver.
+const LOOKUPS_IN_FLIGHT: usize = 64;
 
 /// What this task knows of one other hub.
 struct PeerState {
@@ -140,7 +143,10 @@ pub async fn run(fabric: Arc<Fabric>, tasks: TaskTracker) {
         };
         view.start_over();
         if pending == 0 {
-            view.caught_up();
+            if let Err(error) = view.caught_up(&store).await {
+                tracing::warn!(%error, "cannot check the shared catalog; following it anew");
+                continue;
+            }
         }
         loop {
             tokio::select! {
@@ -154,7 +160,10 @@ pub async fn run(fabric: Arc<Fabric>, tasks: TaskTracker) {
                 }
                 Some((name, instance)) = broken_rx.recv() => view.rebuild(&name, &instance),
                 message = messages.next() => match message {
-                    Some(Ok(message)) => view.on_message(&message),
+                    Some(Ok(message)) => if let Err(error) = view.on_message(&message, &store).await {
+                        tracing::warn!(%error, "cannot check the shared catalog; following it anew");
+                        break;
+                    },
                     Some(Err(error)) => {
                         tracing::warn!(%error, "following the shared catalog failed; following it anew");
                         break;
@@ -191,13 +200,19 @@ async fn follow(
 }
 
 impl View {
-    fn on_message(&mut self, message: &async_nats::jetstream::Message) {
+    /// Applies one entry of the bucket; once the consumer is current, the
+    /// diff (`caught_up`), which may ask the bucket (an error: follow anew).
+    async fn on_message(
+        &mut self,
+        message: &async_nats::jetstream::Message,
+        store: &kv::Store,
+    ) -> Result<(), kv::EntryError> {
         let prefix = format!("$KV.{}.", fabric::BUCKET);
         let Some(key) = message.subject.strip_prefix(prefix.as_str()) else {
-            return;
+            return Ok(());
         };
         let Ok(info) = message.info() else {
-            return;
+            return Ok(());
         };
         let (revision, pending) = (info.stream_sequence, info.pending);
         let operation = Operation::of(&message.message);
@@ -207,9 +222,10 @@ impl View {
         }
         self.apply(&key, operation, &message.payload, revision);
         if pending == 0 && self.seen.is_some() {
-            self.caught_up();
+            self.caught_up(store).await?;
         }
         self.publish_figures();
+        Ok(())
     }
 
     fn apply(&mut self, key: &str, operation: Operation, value: &Bytes, revision: u64) {
@@ -386,27 +402,53 @@ impl View {
         }
     }
 
-    fn caught_up(&mut self) {
+    /// The consumer is current: what it did not deliver is gone, unless the
+    /// bucket still holds it. A key rewritten while the consumer caught up
+    /// (every hub re-puts its keys when NATS comes back) loses its old
+    /// message before delivery and comes again only as a new message, which
+    /// may come after one that said nothing was pending: so "not delivered"
+    /// alone does not mean gone, and removing it would drop a live hub (its
+    /// services leave and come back, what it asked here is cancelled).
+    async fn caught_up(&mut self, store: &kv::Store) -> Result<(), kv::EntryError> {
         let Some(seen) = self.seen.take() else {
-            return;
+            return Ok(());
         };
+        let mut unseen: Vec<String> = Vec::new();
+        for (hub, state) in &self.peers {
+            let claim = fabric::claim_key(hub);
+            if !seen.contains(&claim) {
+                unseen.push(claim);
+            }
+            unseen.extend(
+                state
+                    .services
+                    .keys()
+                    .map(|id| fabric::service_key(hub, id))
+                    .filter(|key| !seen.contains(key)),
+            );
+        }
+        let still_there = tokio::select! {
+            () = self.fabric.stop.cancelled() => return Ok(()),
+            listed = still_listed(store, unseen) => listed?,
+        };
+        let gone = |key: &String| !seen.contains(key) && !still_there.contains(key);
         let gone_hubs: Vec<String> = self
             .peers
             .keys()
-            .filter(|hub| !seen.contains(&fabric::claim_key(hub)))
+            .filter(|hub| gone(&fabric::claim_key(hub)))
             .cloned()
             .collect();
         for hub in gone_hubs {
             self.close(&hub);
         }
         for (hub, state) in &mut self.peers {
-            let gone: Vec<String> = state
+            let gone_services: Vec<String> = state
                 .services
                 .keys()
-                .filter(|id| !seen.contains(&fabric::service_key(hub, id)))
+                .filter(|id| gone(&fabric::service_key(hub, id)))
                 .cloned()
                 .collect();
-            for id in gone {
+            for id in gone_services {
                 state.services.remove(&id);
                 state
                     .peer
@@ -418,6 +460,7 @@ impl View {
             self.apply(&key, Operation::Put, &value, revision);
         }
         self.publish_figures();
+        Ok(())
     }
 
     /// NATS is away: requests to other hubs cannot be answered now; after
@@ -495,6 +538,29 @@ impl View {
         hubs.sort();
         *self.fabric.metrics.hubs.lock() = hubs;
     }
+}
+
+/// Which of `keys` the bucket holds a value for now (a key deleted, purged
+/// or aged out is not listed). Asks at most `LOOKUPS_IN_FLIGHT` at once.
+async fn still_listed(
+    store: &kv::Store,
+    keys: Vec<String>,
+) -> Result<HashSet<String>, kv::EntryError> {
+    let mut lookups = futures_util::stream::iter(keys)
+        .map(|key| async move {
+            let entry = store.entry(key.as_str()).await?;
+            Ok::<_, kv::EntryError>(
+                entry
+                    .is_some_and(|entry| entry.operation == kv::Operation::Put)
+                    .then_some(key),
+            )
+        })
+        .buffer_unordered(LOOKUPS_IN_FLIGHT);
+    let mut listed = HashSet::new();
+    while let Some(key) = lookups.next().await {
+        listed.extend(key?);
+    }
+    Ok(listed)
 }
 
 /// Lists one service of `peer`; `false` (counted) if its value is not one.

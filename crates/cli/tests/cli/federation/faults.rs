@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_test_support::{switchboard_binary, wait::poll};
@@ -9,6 +10,11 @@ use switchboard_test_support::{switchboard_binary, wait::poll};
 use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN, TTL};
 use crate::support::{metric_value, LineClient};
+
+/// A `serviceTtlMs` far longer than a NATS restart takes here: no hub has
+/// a reason to forget another (forgetting is
+/// `a_hub_cut_off_past_the_ttl_leaves_the_catalogs_and_comes_back_when_it_resumes`).
+const LONG_TTL: Duration = Duration::from_secs(60);
 
 /// Sends `count` requests from `client` (ids 0..count) to `service`.
 fn send_requests(client: &mut LineClient, service: &str, count: u64) {
@@ -97,8 +103,8 @@ fn a_killed_hubs_services_leave_within_the_ttl_and_its_pending_requests_fail_onc
 #[test]
 fn after_a_nats_restart_hubs_rejoin_catalogs_converge_and_nothing_is_answered_twice() {
     let mut fabric = Fabric::new();
-    let a = fabric.hub("a", OPEN);
-    let b = fabric.hub("b", OPEN);
+    let a = fabric.hub_builder_with_ttl("a", OPEN, LONG_TTL).start();
+    let b = fabric.hub_builder_with_ttl("b", OPEN, LONG_TTL).start();
     let (mut owner, before) = owner(&a, json!({"when": "before"}));
     let (mut watcher, snapshot) = subscribed(&b);
     wait_added(&mut watcher, &snapshot, &before);
@@ -156,13 +162,125 @@ fn after_a_nats_restart_hubs_rejoin_catalogs_converge_and_nothing_is_answered_tw
         "clientService/request",
         json!({"serviceId": before, "method": "again"}),
     );
+    // The next thing A's owner hears is this request: nothing of B's (the
+    // pending "hang" included) was cancelled, as B never left the fabric.
     let request = next_non_action(&mut owner);
+    assert_eq!(
+        request["method"], "clientService/handleRequest",
+        "{request}"
+    );
+    assert_eq!(request["params"]["method"], "again", "{request}");
     owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "again"}));
     let answer = next_non_action(&mut caller);
     assert_eq!(answer["id"], id);
     assert_eq!(answer["result"], "again");
     assert!(metric_value(&b.metrics(), "switchboard_federation_nats_reconnects_total") >= 1);
     drop(watcher);
+}
+
+/// Reads `client`'s messages until `service_id` is added; any `removed`
+/// on the way fails the test.
+fn added_and_nothing_removed(client: &mut LineClient, service_id: &str) {
+    loop {
+        let message = client.recv();
+        let action = &message["params"]["action"];
+        assert_ne!(action["type"], "clientServices/removed", "{message}");
+        if action["type"] == "clientServices/added" && action["service"]["serviceId"] == service_id
+        {
+            return;
+        }
+    }
+}
+
+#[test]
+fn nats_restarts_shorter_than_the_ttl_remove_nothing_and_cancel_nothing() {
+    // Many keys per hub: each hub re-puts all of them when NATS comes back,
+    // while the other's new consumer is catching up on the same keys.
+    const SERVICES: usize = 40;
+    const ROUNDS: u64 = 4;
+    let mut fabric = Fabric::new();
+    let a = fabric.hub_builder_with_ttl("a", OPEN, LONG_TTL).start();
+    let b = fabric.hub_builder_with_ttl("b", OPEN, LONG_TTL).start();
+    let mut sides = Vec::new();
+    for (here, there) in [(&a, &b), (&b, &a)] {
+        let (mut owner, first) = owner(here, json!({}));
+        let mut services = vec![first];
+        for _ in 1..SERVICES {
+            let answer = owner.request("client/registerService", json!({"metadata": {}}));
+            services.push(answer["result"]["serviceId"].as_str().unwrap().to_owned());
+        }
+        // Listed on the other hub (in any order: the puts are concurrent).
+        let (mut watcher, snapshot) = subscribed(there);
+        let mut unlisted: std::collections::BTreeSet<&str> =
+            services.iter().map(String::as_str).collect();
+        for service in &snapshot {
+            unlisted.remove(service["serviceId"].as_str().unwrap_or_default());
+        }
+        while !unlisted.is_empty() {
+            let message = watcher.recv();
+            let action = &message["params"]["action"];
+            if action["type"] == "clientServices/added" {
+                unlisted.remove(action["service"]["serviceId"].as_str().unwrap_or_default());
+            }
+        }
+        // A request from the other hub stays pending at this owner
+        // throughout (its caller's hub fails it when NATS goes).
+        let (mut caller, _) = subscribed(there);
+        caller.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "clientService/request",
+                            "params": {"serviceId": services[0], "method": "hang", "timeoutMs": 60000}}));
+        let pending = next_non_action(&mut owner);
+        assert_eq!(pending["params"]["method"], "hang", "{pending}");
+        sides.push((here, owner, services, watcher, caller));
+    }
+
+    let mut markers = Vec::new();
+    for round in 1..=ROUNDS {
+        fabric.nats.restart();
+        for hub in [&a, &b] {
+            poll(
+                || {
+                    let reconnects = metric_value(
+                        &hub.metrics(),
+                        "switchboard_federation_nats_reconnects_total",
+                    );
+                    (reconnects >= round).then_some(())
+                },
+                || format!("a hub never reconnected:\n{}", hub.log()),
+            );
+        }
+        // A service registered now reaches the other hub once both follow
+        // the bucket again; before it, no service may have left there.
+        for (here, _, _, watcher, _) in &mut sides {
+            let (marker, service) = owner(here, json!({"round": round}));
+            added_and_nothing_removed(watcher, &service);
+            markers.push(marker);
+        }
+    }
+
+    // Every owner hears the request sent now next: nothing was cancelled.
+    for (_, owner, services, _, caller) in &mut sides {
+        let id = caller.send_request(
+            "clientService/request",
+            json!({"serviceId": services[1], "method": "after"}),
+        );
+        let request = next_non_action(owner);
+        assert_eq!(
+            request["method"], "clientService/handleRequest",
+            "{request}"
+        );
+        assert_eq!(request["params"]["method"], "after", "{request}");
+        owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "after"}));
+        let answer = loop {
+            let answer = next_non_action(caller);
+            if answer["id"] == id {
+                break answer;
+            }
+            // The "hang" request failed on its caller's hub when NATS went.
+            assert_eq!(answer["id"], 1, "{answer}");
+            assert_eq!(answer["error"]["code"], -32052, "{answer}");
+        };
+        assert_eq!(answer["result"], "after", "{answer}");
+    }
 }
 
 #[test]
