@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use switchboard_client::{handler_fn, reply, CatalogEvent};
 use switchboard_protocol::Principal;
 
-use super::subscribed;
+use super::{owner, subscribed, wait_added};
 use crate::support::fabric::{next_event, wait_listed, wait_removed, watcher, Fabric, OPEN};
 use crate::support::{metric_value, switchboard};
 
@@ -322,4 +322,31 @@ async fn every_hub_answers_the_nats_service_api_with_its_name() {
     .await;
     let hubs: Vec<_> = hubs.into_iter().collect();
     assert_eq!(hubs, ["a", "b"]);
+}
+
+#[test]
+fn the_dashboard_of_b_shows_a_service_of_a_with_its_hub() {
+    let fabric = Fabric::new();
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (_owner_on_a, on_a) = owner(&a, json!({"label": "lives on a"}));
+    let (_local_owner, on_b) = owner(&b, json!({"label": "lives on b"}));
+    let (mut watcher, snapshot) = subscribed(&b);
+    wait_added(&mut watcher, &snapshot, &on_a);
+    // What the page and `switchboard top` start from.
+    let mut direct = b.line_client();
+    let answer = direct.request("hub/dashboardSnapshot", Value::Null);
+    let snapshot: Value = match &answer["result"] {
+        Value::String(text) => serde_json::from_str(text).expect("the snapshot is JSON"),
+        result => result.clone(),
+    };
+    let services = snapshot["services"].as_array().expect("services");
+    let of = |id: &str| {
+        services
+            .iter()
+            .find(|s| s["serviceId"] == id)
+            .unwrap_or_else(|| panic!("{id} not in the dashboard's snapshot: {snapshot}"))
+    };
+    assert_eq!(of(&on_a)["hub"], "a", "{snapshot}");
+    assert_eq!(of(&on_b).get("hub"), None, "a local service names no hub");
 }
