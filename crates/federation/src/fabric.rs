@@ -32,6 +32,13 @@ pub const FROM_INSTANCE: &str = "Switchboard-From";
 /// The instance of the hub a message is for: a message for an earlier
 /// instance of this hub (answers to ids it minted) is dropped.
 pub const TO_INSTANCE: &str = "Switchboard-To";
+/// On a message of lines: how many bytes of lines the sending hub has
+/// published to the receiving one so far, this message's included.
+pub const SENT: &str = "Switchboard-Sent";
+/// On a credit (a message with no lines, receiver to sender): the highest
+/// `Switchboard-Sent` the receiving hub has handed to its hub, in the
+/// sender's numbering. Cumulative, so a lost credit is healed by the next.
+pub const TAKEN: &str = "Switchboard-Taken";
 
 /// `hub.<name>`: a hub's claim on its name, re-put as its heartbeat.
 pub fn claim_key(name: &str) -> String {

@@ -104,6 +104,10 @@ pub struct Metrics {
     received: [AtomicU64; 4],
     pub publishes: AtomicU64,
     pub bytes_sent: AtomicU64,
+    /// Batches that waited for another hub's credit (`shared::Window`).
+    pub window_waits: AtomicU64,
+    /// Of those, the ones published after `Window::WAIT` without a credit.
+    pub window_timeouts: AtomicU64,
     pub nats_messages_received: AtomicU64,
     ignored: [AtomicU64; 9],
     send_failures: [AtomicU64; 3],
@@ -243,6 +247,18 @@ impl Metrics {
             "counter",
             "Bytes of lines published to other hubs.",
             &one(get(&self.bytes_sent)),
+        );
+        metric(
+            "window_waits_total",
+            "counter",
+            "Batches that waited because another hub had not yet taken what was sent to it (flow control).",
+            &one(get(&self.window_waits)),
+        );
+        metric(
+            "window_timeouts_total",
+            "counter",
+            "Batches published after waiting the most for another hub's credit.",
+            &one(get(&self.window_timeouts)),
         );
         metric(
             "nats_messages_received_total",

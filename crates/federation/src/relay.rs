@@ -13,6 +13,7 @@
 //! line to the sender's link, in order: that is what keeps the order of one
 //! sender's notifications to one service across hubs.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,12 +27,14 @@ use tokio::sync::mpsc;
 
 use crate::fabric;
 use crate::metrics::{Ignored, LineKind, Metrics, SendFailure};
-use crate::shared::{Fabric, Peer};
+use crate::shared::{Fabric, Peer, Window};
 
 /// Room left in a NATS message for its headers and reply subject.
 const HEADROOM: usize = 1024;
 /// How long one publish may wait for the client's queue.
 const PUBLISH_WAIT: Duration = Duration::from_secs(5);
+/// How long the reader may wait to queue a credit (it reads for every hub).
+const CREDIT_PUBLISH_WAIT: Duration = Duration::from_millis(100);
 
 /// Drains `peer`'s link until it closes; reports a link the overload policy
 /// aborted on `broken` (the watcher opens another).
@@ -92,36 +95,50 @@ async fn send(
         if line.len() > max {
             // One message more than NATS carries: send what came before,
             // then answer for this one instead of sending it.
-            if start < end && !publish(fabric, subject, reply, headers, &batch[start..end]).await {
+            if start < end
+                && !publish(fabric, peer, subject, reply, headers, &batch[start..end]).await
+            {
                 return false;
             }
             too_large(fabric, peer, line, max, &mut replacement);
             start = line_end;
         } else if line_end - start > max {
-            if !publish(fabric, subject, reply, headers, &batch[start..end]).await {
+            if !publish(fabric, peer, subject, reply, headers, &batch[start..end]).await {
                 return false;
             }
             start = end;
         }
         end = line_end;
     }
-    if start < batch.len() && !publish(fabric, subject, reply, headers, &batch[start..]).await {
+    if start < batch.len() && !publish(fabric, peer, subject, reply, headers, &batch[start..]).await
+    {
         return false;
     }
-    replacement.is_empty() || publish(fabric, subject, reply, headers, &replacement).await
+    replacement.is_empty() || publish(fabric, peer, subject, reply, headers, &replacement).await
 }
 
 async fn publish(
     fabric: &Fabric,
+    peer: &Peer,
     subject: &str,
     reply: &str,
     headers: &HeaderMap,
     lines: &[u8],
 ) -> bool {
+    wait_for_window(fabric, peer).await;
+    // Counted as sent before the outcome is known: a message NATS would
+    // not take is never credited, which at worst costs one wait.
+    let sent = peer
+        .window
+        .sent
+        .fetch_add(lines.len() as u64, Ordering::Relaxed)
+        + lines.len() as u64;
+    let mut headers = headers.clone();
+    headers.insert(fabric::SENT, sent.to_string().as_str());
     let publish = fabric.client.publish_with_reply_and_headers(
         subject.to_owned(),
         reply.to_owned(),
-        headers.clone(),
+        headers,
         Bytes::copy_from_slice(lines),
     );
     match tokio::time::timeout(PUBLISH_WAIT, publish).await {
@@ -186,6 +203,12 @@ pub async fn read(fabric: Arc<Fabric>) {
         let Some(peer) = sender(&fabric, &message) else {
             continue;
         };
+        if let Some(taken) = header_u64(&message, fabric::TAKEN) {
+            // A credit: what this hub sent that one has taken.
+            peer.window.taken.fetch_max(taken, Ordering::Relaxed);
+            peer.window.credit.notify_one();
+            continue;
+        }
         for line in message.payload.split(|b| *b == b'\n') {
             if line.is_empty() {
                 continue;
@@ -197,6 +220,9 @@ pub async fn read(fabric: Arc<Fabric>) {
             }
         }
         peer.link.let_destinations_drain().await;
+        if let Some(sent) = header_u64(&message, fabric::SENT) {
+            credit(&fabric, &peer, sent).await;
+        }
     }
 }
 
@@ -269,4 +295,67 @@ pub async fn watch_no_responders(fabric: Arc<Fabric>) {
             );
         }
     }
+}
+
+/// Waits until `peer` has taken enough of what was sent to it that one more
+/// message fits in its window, for at most `Window::WAIT` (then publishes
+/// anyway: a lost credit must not stop the link). Meanwhile the link's
+/// queue fills and the hub's own flow control slows or sheds at the source.
+async fn wait_for_window(fabric: &Fabric, peer: &Peer) {
+    let window = &peer.window;
+    if window.in_flight() < Window::SIZE {
+        return;
+    }
+    Metrics::inc(&fabric.metrics.window_waits);
+    let deadline = tokio::time::Instant::now() + Window::WAIT;
+    loop {
+        let credit = window.credit.notified();
+        if window.in_flight() < Window::SIZE {
+            return;
+        }
+        tokio::select! {
+            () = credit => {}
+            () = tokio::time::sleep_until(deadline) => {
+                Metrics::inc(&fabric.metrics.window_timeouts);
+                return;
+            }
+            () = fabric.stop.cancelled() => return,
+        }
+    }
+}
+
+/// The `u64` value of header `name` on `message`, if it has one.
+fn header_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
+    message.headers.as_ref()?.get(name)?.as_str().parse().ok()
+}
+
+/// After `peer`'s lines up to its `Switchboard-Sent` of `sent` were handed
+/// to the hub: a credit back once another `Window::CREDIT_STEP` bytes were
+/// taken since the last one. Fire and forget, bounded: a lost credit is
+/// healed by the next (credits are cumulative).
+async fn credit(fabric: &Fabric, peer: &Peer, sent: u64) {
+    let credited = peer.window.credited.load(Ordering::Relaxed);
+    // A smaller number: the sender numbers a new window (it opened a new
+    // link to this hub), so this one starts again too.
+    let since = if sent < credited {
+        sent
+    } else {
+        sent - credited
+    };
+    if since < Window::CREDIT_STEP {
+        if sent < credited {
+            peer.window.credited.store(0, Ordering::Relaxed);
+        }
+        return;
+    }
+    peer.window.credited.store(sent, Ordering::Relaxed);
+    let mut headers = HeaderMap::new();
+    headers.insert(fabric::FROM_INSTANCE, fabric.instance.as_str());
+    headers.insert(fabric::TO_INSTANCE, peer.instance.as_str());
+    headers.insert(fabric::TAKEN, sent.to_string().as_str());
+    let subject = fabric::lines_subject(&peer.name, &fabric.name);
+    let publish = fabric
+        .client
+        .publish_with_headers(subject, headers, Bytes::new());
+    let _ = tokio::time::timeout(CREDIT_PUBLISH_WAIT, publish).await;
 }

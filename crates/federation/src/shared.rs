@@ -49,6 +49,46 @@ pub struct Peer {
     pub name: String,
     pub instance: String,
     pub link: Link,
+    /// The flow-control window towards this hub (`relay.rs`).
+    pub window: Window,
+}
+
+/// Flow control between two hubs: the link writer publishes a message only
+/// while fewer than [`Window::SIZE`] bytes of lines are beyond what the
+/// other hub says it has taken, so when that hub falls behind, this hub's link queue fills and
+/// its own flow control and shedding act at the source, instead of NATS
+/// dropping the excess on the way (core NATS has no backpressure).
+#[derive(Default)]
+pub struct Window {
+    /// Bytes of lines published to the peer (only its writer adds).
+    pub sent: std::sync::atomic::AtomicU64,
+    /// The most of them the peer has said it took (its credits).
+    pub taken: std::sync::atomic::AtomicU64,
+    /// Woken by each credit.
+    pub credit: tokio::sync::Notify,
+    /// Of the peer's lines to this hub: the `Switchboard-Sent` of the last
+    /// credit this hub sent back (only the reader touches it).
+    pub credited: std::sync::atomic::AtomicU64,
+}
+
+impl Window {
+    /// The most bytes in flight towards one hub.
+    pub const SIZE: u64 = 4 << 20;
+    /// A credit goes back after this many bytes taken.
+    pub const CREDIT_STEP: u64 = 256 << 10;
+    /// The longest a writer waits for a credit before it publishes anyway.
+    /// Credits carry the sender's own count, so any line taken after a loss
+    /// credits the lost ones too; only a loss of the last `SIZE` bytes
+    /// before a pause leaves nothing to credit, and costs one such wait.
+    pub const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+    /// Bytes published and not yet taken.
+    pub fn in_flight(&self) -> u64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.sent
+            .load(Relaxed)
+            .saturating_sub(self.taken.load(Relaxed))
+    }
 }
 
 /// What every task of the federation shares.

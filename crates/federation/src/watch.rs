@@ -28,7 +28,7 @@ use tokio_util::task::TaskTracker;
 use crate::fabric::{self, Claim, Key, ServiceEntry};
 use crate::metrics::Ignored;
 use crate::relay;
-use crate::shared::{Fabric, Peer};
+use crate::shared::{Fabric, Peer, Window};
 
 /// Pause before following the bucket again after a failure.
 const RETRY: Duration = Duration::from_millis(500);
@@ -281,6 +281,7 @@ impl View {
             name: hub.to_owned(),
             instance,
             link,
+            window: Window::default(),
         });
         self.fabric
             .peers

@@ -191,6 +191,14 @@ impl HubProcess {
             || format!("{sample} never became {value}:\n{}", self.metrics()),
         )
     }
+
+    /// Waits until the `/metrics` sample `sample` is at least `value`.
+    pub fn wait_for_metric_at_least(&self, sample: &str, value: u64) {
+        poll(
+            || (crate::metric_value(&self.metrics(), sample) >= value).then_some(()),
+            || format!("{sample} never reached {value}:\n{}", self.metrics()),
+        )
+    }
 }
 
 impl Drop for HubProcess {

@@ -402,3 +402,73 @@ fn lines_larger_than_nats_carries_fail_at_once_or_are_dropped_and_counted() {
         hub.wait_for_metric("switchboard_requests_in_flight", 0);
     }
 }
+
+#[test]
+fn a_hub_that_stops_taking_lines_holds_back_the_sending_hub_within_its_window() {
+    // 8 MB of notifications, twice the window (4 MiB), for a hub that takes
+    // nothing meanwhile: without flow control the sending hub would publish
+    // them all into NATS, which holds at most 16 MB for a connection before
+    // it drops a slow consumer's messages.
+    const COUNT: u64 = 8_000;
+    const WINDOW: u64 = 4 << 20;
+    const MAX_PAYLOAD: u64 = 1 << 20;
+    let mut fabric = Fabric::new();
+    fabric.nats = switchboard_test_support::NatsServer::start_with_config("max_pending: 16MB\n");
+    // A stays listed while it is stopped.
+    let ttl = std::time::Duration::from_secs(60);
+    let a = fabric.hub_builder_with_ttl("a", OPEN, ttl).start();
+    let b = fabric.hub_builder_with_ttl("b", OPEN, ttl).start();
+    let (mut owner, service) = owner(&a, json!({}));
+    let mut sender = caller(&b, &service);
+    let pad = "x".repeat(1000);
+    a.signal(libc::SIGSTOP);
+    for seq in 0..COUNT {
+        sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                            "params": {"serviceId": service, "method": "tick",
+                                       "params": {"seq": seq, "pad": pad}}}));
+    }
+    // B's link writer waits for A's credit with the window full...
+    b.wait_for_metric_at_least("switchboard_federation_window_waits_total", 1);
+    let sent = metric_value(&b.metrics(), "switchboard_federation_bytes_sent_total");
+    a.signal(libc::SIGCONT);
+    // ...having published at most the window and one more message.
+    assert!(
+        sent <= WINDOW + MAX_PAYLOAD,
+        "{sent} bytes in flight to a stopped hub"
+    );
+    assert!(sent >= WINDOW, "the window was not full: {sent}");
+    // Then A's credits let the rest through: in order, and every one that is
+    // not there was shed by a hub, which counted it (none, in practice).
+    let id = sender.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "done"}),
+    );
+    let mut seen = Vec::new();
+    loop {
+        let message = next_non_action(&mut owner);
+        if message["method"] == "clientService/handleRequest" {
+            owner.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": null}));
+            break;
+        }
+        seen.push(message["params"]["params"]["seq"].as_u64().unwrap());
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order");
+    let answer = next_non_action(&mut sender);
+    assert_eq!(answer["id"], id, "{answer}");
+    let shed = |hub: &HubProcess| {
+        hub.metrics()
+            .lines()
+            .filter(|l| l.starts_with("switchboard_notifications_dropped_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    assert_eq!(
+        seen.len() as u64 + shed(&a) + shed(&b),
+        COUNT,
+        "lost without a count"
+    );
+    assert_eq!(
+        metric_value(&b.metrics(), "switchboard_federation_window_timeouts_total"),
+        0
+    );
+}
