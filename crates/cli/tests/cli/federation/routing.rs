@@ -13,6 +13,34 @@ fn caller(hub: &HubProcess, service_id: &str) -> LineClient {
     client
 }
 
+/// Sends a request `done` after the notifications `sender` sent to
+/// `service`, and reads the owner's notifications until that request comes
+/// (the same path, so every notification not shed is before it); answers
+/// it with the count. Returns the request's id and each notification's
+/// `seq`, in the order they came.
+fn notifications_then_done(
+    sender: &mut LineClient,
+    owner: &mut LineClient,
+    service: &str,
+) -> (Value, Vec<u64>) {
+    let id = sender.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "done"}),
+    );
+    let mut seen = Vec::new();
+    loop {
+        let message = next_non_action(owner);
+        if message["method"] == "clientService/handleRequest" {
+            owner.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": seen.len()}));
+            return (id, seen);
+        }
+        assert_eq!(message["method"], "clientService/notification", "{message}");
+        assert!(message.get("id").is_none());
+        assert_eq!(message["params"]["senderPrincipal"]["hub"], "b");
+        seen.push(message["params"]["params"]["seq"].as_u64().unwrap());
+    }
+}
+
 /// The next `clientService/handleRequest` the owner gets.
 fn handled(owner: &mut LineClient) -> Value {
     let message = next_non_action(owner);
@@ -241,22 +269,7 @@ fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_b
                             "params": {"serviceId": service, "method": "tick", "params": {"seq": seq}}}));
     }
     // Then one request, through the same path, to know when all arrived.
-    let id = sender.send_request(
-        "clientService/request",
-        json!({"serviceId": service, "method": "done"}),
-    );
-    let mut seen = Vec::new();
-    loop {
-        let message = next_non_action(&mut owner);
-        if message["method"] == "clientService/handleRequest" {
-            owner.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": seen.len()}));
-            break;
-        }
-        assert_eq!(message["method"], "clientService/notification", "{message}");
-        assert!(message.get("id").is_none());
-        assert_eq!(message["params"]["senderPrincipal"]["hub"], "b");
-        seen.push(message["params"]["params"]["seq"].as_u64().unwrap());
-    }
+    let (id, seen) = notifications_then_done(&mut sender, &mut owner, &service);
     // At most once and in order; here nothing was shed, so all of them.
     assert_eq!(seen, (0..COUNT).collect::<Vec<_>>());
     // The sender got nothing but the answer to its request.
@@ -439,19 +452,7 @@ fn a_hub_that_stops_taking_lines_holds_back_the_sending_hub_within_its_window() 
     assert!(sent >= WINDOW, "the window was not full: {sent}");
     // Then A's credits let the rest through: in order, and every one that is
     // not there was shed by a hub, which counted it (none, in practice).
-    let id = sender.send_request(
-        "clientService/request",
-        json!({"serviceId": service, "method": "done"}),
-    );
-    let mut seen = Vec::new();
-    loop {
-        let message = next_non_action(&mut owner);
-        if message["method"] == "clientService/handleRequest" {
-            owner.send(&json!({"jsonrpc": "2.0", "id": message["id"], "result": null}));
-            break;
-        }
-        seen.push(message["params"]["params"]["seq"].as_u64().unwrap());
-    }
+    let (id, seen) = notifications_then_done(&mut sender, &mut owner, &service);
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "out of order");
     let answer = next_non_action(&mut sender);
     assert_eq!(answer["id"], id, "{answer}");
