@@ -41,6 +41,38 @@ fn shed(hub: &TestHub) -> u64 {
     hub.metric("switchboard_notifications_dropped_total{reason=\"shed\"}")
 }
 
+/// After a flood of `count` notifications (and one ping) towards a
+/// consumer that stopped reading: each was forwarded or shed and counted,
+/// the consumer's queue stayed within the shed bound, and once it reads
+/// again what was not shed arrives once, in order, with nothing retried
+/// and no one disconnected.
+async fn shed_counted_and_the_rest_delivered_once_in_order(
+    hub: &TestHub,
+    consumer: &mut RawClient,
+    count: u64,
+) {
+    let forwarded = hub.metric("switchboard_notifications_forwarded_total") - 1;
+    assert!(shed(hub) > 0, "nothing was shed");
+    assert_eq!(forwarded + shed(hub), count);
+    let queued = hub.metric("switchboard_queued_bytes");
+    assert!(
+        queued < SHED_BYTES + 2048,
+        "{queued} bytes queued; notifyShedBytes is {SHED_BYTES}"
+    );
+    consumer.resume_reading();
+    let mut last = None;
+    for _ in 0..forwarded {
+        let note = consumer
+            .receive(is_method("clientService/notification"), WAIT)
+            .await;
+        let n = note["params"]["params"]["n"].as_u64().unwrap();
+        assert!(last.is_none_or(|last| n > last), "{n} after {last:?}");
+        last = Some(n);
+    }
+    consumer.expect_silence(SILENCE).await;
+    assert_eq!(hub.metric("switchboard_slow_consumer_disconnects_total"), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_towards_a_consumer_that_does_not_read_is_shed_while_others_keep_routing() {
     const COUNT: u64 = 3000;
@@ -55,30 +87,9 @@ async fn a_flood_towards_a_consumer_that_does_not_read_is_shed_while_others_keep
     assert_hub_routes(&hub).await;
     flood(&mut sender, &service, COUNT / 2..COUNT).await;
 
-    let forwarded = hub.metric("switchboard_notifications_forwarded_total") - 1;
-    assert!(shed(&hub) > 0, "nothing was shed");
-    assert_eq!(forwarded + shed(&hub), COUNT);
-    let queued = hub.metric("switchboard_queued_bytes");
-    assert!(
-        queued < SHED_BYTES + 2048,
-        "{queued} bytes queued; notifyShedBytes is {SHED_BYTES}"
-    );
     // Shedding is silent for the sender.
     sender.expect_silence(SILENCE).await;
-
-    // What was not shed arrives once, in order; nothing is retried.
-    consumer.resume_reading();
-    let mut last = None;
-    for _ in 0..forwarded {
-        let note = consumer
-            .receive(is_method("clientService/notification"), WAIT)
-            .await;
-        let n = note["params"]["params"]["n"].as_u64().unwrap();
-        assert!(last.is_none_or(|last| n > last), "{n} after {last:?}");
-        last = Some(n);
-    }
-    consumer.expect_silence(SILENCE).await;
-    assert_eq!(hub.metric("switchboard_slow_consumer_disconnects_total"), 0);
+    shed_counted_and_the_rest_delivered_once_in_order(&hub, &mut consumer, COUNT).await;
 }
 
 /// The same flood from a WebSocket sender, one message per frame: its
@@ -105,28 +116,9 @@ async fn a_websocket_flood_one_message_per_frame_is_shed_and_counted_the_same() 
     expect_result(&sender.request("ping", json!(null)).await);
     assert_hub_routes(&hub).await;
 
-    let forwarded = hub.metric("switchboard_notifications_forwarded_total") - 1;
-    assert!(shed(&hub) > 0, "nothing was shed");
-    assert_eq!(forwarded + shed(&hub), COUNT);
-    let queued = hub.metric("switchboard_queued_bytes");
-    assert!(
-        queued < SHED_BYTES + 2048,
-        "{queued} bytes queued; notifyShedBytes is {SHED_BYTES}"
-    );
+    // Shedding is silent for the sender.
     sender.expect_silence(SILENCE).await;
-
-    consumer.resume_reading();
-    let mut last = None;
-    for _ in 0..forwarded {
-        let note = consumer
-            .receive(is_method("clientService/notification"), WAIT)
-            .await;
-        let n = note["params"]["params"]["n"].as_u64().unwrap();
-        assert!(last.is_none_or(|last| n > last), "{n} after {last:?}");
-        last = Some(n);
-    }
-    consumer.expect_silence(SILENCE).await;
-    assert_eq!(hub.metric("switchboard_slow_consumer_disconnects_total"), 0);
+    shed_counted_and_the_rest_delivered_once_in_order(&hub, &mut consumer, COUNT).await;
     // The sender was slowed, never stopped: it is still served.
     expect_result(&sender.request("ping", json!(null)).await);
 }
