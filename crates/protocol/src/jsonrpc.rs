@@ -196,9 +196,10 @@ pub fn decode_indexed<'a>(
     if first != Some(b'{') {
         return Err(not_an_object(bytes, first));
     }
-    // One UTF-8 check for the whole message; the walk then only looks for
-    // ASCII.
-    let Ok(text) = std::str::from_utf8(bytes) else {
+    // One UTF-8 check for the whole message (SIMD: std's check was ~260
+    // instructions of a 300-byte notification); the walk then only looks
+    // for ASCII.
+    let Ok(text) = simdutf8::basic::from_utf8(bytes) else {
         return Err(DecodeError {
             code: ErrorCode::ParseError,
             id: None,
