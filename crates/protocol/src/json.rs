@@ -468,13 +468,34 @@ impl<'a> Cursor<'a> {
     pub(crate) fn string(&mut self) -> Result<JsonStr<'a>, SyntaxError> {
         let bytes = self.bytes();
         let start = self.at;
-        let mut i = start + 1;
+        let end = plain_end(bytes, start + 1);
+        // Most strings end at their first special byte (no escapes): that
+        // case is this much code, small enough to inline in every caller.
+        if bytes.get(end) == Some(&b'"') {
+            self.at = end + 1;
+            return Ok(JsonStr {
+                raw: &self.text[start..self.at],
+                escaped: false,
+            });
+        }
+        self.string_from_special(start, end)
+    }
+
+    /// The rest of the string that starts at `start`, from its first byte
+    /// that is not plain text at `at`: an escape, a control character or
+    /// the end of the text.
+    #[inline(never)]
+    fn string_from_special(
+        &mut self,
+        start: usize,
+        mut at: usize,
+    ) -> Result<JsonStr<'a>, SyntaxError> {
+        let bytes = self.bytes();
         let mut escaped = false;
         loop {
-            i += plain_run(&bytes[i..]);
-            match bytes.get(i) {
+            match bytes.get(at) {
                 Some(b'"') => {
-                    self.at = i + 1;
+                    self.at = at + 1;
                     return Ok(JsonStr {
                         raw: &self.text[start..self.at],
                         escaped,
@@ -482,17 +503,17 @@ impl<'a> Cursor<'a> {
                 }
                 Some(b'\\') => {
                     escaped = true;
-                    i = escape_end(bytes, i)?;
+                    at = plain_end(bytes, escape_end(bytes, at)?);
                 }
                 Some(_) => {
                     return Err(SyntaxError {
-                        at: i,
+                        at,
                         expected: "no control character in a string (escape it)",
                     })
                 }
                 None => {
                     return Err(SyntaxError {
-                        at: i,
+                        at,
                         expected: "'\"' to close the string",
                     })
                 }
@@ -560,27 +581,24 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// The length of the plain text at the start of `bytes`: the offset of the
-/// first `"`, `\\` or control character (below 0x20, which JSON strings may
-/// not hold unescaped), or `bytes.len()`.
+/// The index of the first `"`, `\\` or control character (below 0x20,
+/// which JSON strings may not hold unescaped) in `bytes` from `at` on, or
+/// `bytes.len()`.
 #[inline]
-fn plain_run(bytes: &[u8]) -> usize {
-    let mut at = 0;
+fn plain_end(bytes: &[u8], mut at: usize) -> usize {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        while let Some(chunk) = bytes[at..].first_chunk::<16>() {
+        // Whole chunks while 16 bytes are left (the usual case: a string
+        // is rarely within 16 bytes of the end of its message); the rest
+        // out of line, so this loop stays small enough to inline.
+        while let Some(chunk) = bytes.get(at..).and_then(<[u8]>::first_chunk::<16>) {
             let found = sse2::specials(chunk);
             if found != 0 {
                 return at + found.trailing_zeros() as usize;
             }
             at += 16;
         }
-        // The last few bytes, padded with spaces (plain text).
-        let rest = &bytes[at..];
-        let mut padded = [b' '; 16];
-        padded[..rest.len()].copy_from_slice(rest);
-        let found = sse2::specials(&padded);
-        at + (found.trailing_zeros() as usize).min(rest.len())
+        plain_end_of_tail(bytes, at)
     }
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     {
@@ -592,6 +610,18 @@ fn plain_run(bytes: &[u8]) -> usize {
         }
         at
     }
+}
+
+/// [`plain_end`] in the last 15 bytes or fewer: padded with spaces (plain
+/// text) to one chunk.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(never)]
+fn plain_end_of_tail(bytes: &[u8], at: usize) -> usize {
+    let rest = bytes.get(at..).unwrap_or_default();
+    let mut padded = [b' '; 16];
+    padded[..rest.len()].copy_from_slice(rest);
+    let found = sse2::specials(&padded);
+    at + (found.trailing_zeros() as usize).min(rest.len())
 }
 
 /// Sixteen bytes at a time: the scan of string text is most of the work of
@@ -702,6 +732,41 @@ mod tests {
             "validate and serde_json disagree on {text:?}: {:?}",
             validate(text)
         );
+    }
+
+    #[test]
+    fn strings_agree_with_serde_json_wherever_they_fall_in_a_chunk() {
+        // The scan reads 16 bytes at a time while 16 are left and pads the
+        // rest: every special byte at every offset from a chunk's start,
+        // and strings ending at, before and past the end of the text.
+        let specials = [
+            "",
+            "\\n",
+            "\\u00e9",
+            "\\ud83d\\ude00",
+            "\\ud83d",
+            "\\x",
+            "\\",
+            "\u{1}",
+            "\u{1f}",
+            "\t",
+            "é",
+        ];
+        for lead in 0..20 {
+            for special in specials {
+                for tail in 0..20 {
+                    let inner = format!("{}{special}{}", "a".repeat(lead), "b".repeat(tail));
+                    for text in [
+                        format!("\"{inner}\""),
+                        format!("\"{inner}"),
+                        format!("[\"{inner}\",1]"),
+                        format!("{{\"{inner}\":\"{inner}\"}}"),
+                    ] {
+                        agree(&text);
+                    }
+                }
+            }
+        }
     }
 
     #[test]
