@@ -81,7 +81,7 @@ impl Harness {
     /// One message, as one line or frame.
     pub fn dispatch(&mut self, message: &[u8]) {
         let message = self.substitute(message);
-        if self.client.on_message(&message) == Flow::Close {
+        if self.client.on_frame(&message) == Flow::Close {
             self.reconnect_client();
         }
         self.answer_owner_requests();

@@ -206,20 +206,41 @@ impl Session {
         &self.hub
     }
 
-    /// Handles one complete message (a line or a frame, without its `\n`).
+    /// Handles one complete line (without its `\n`).
     pub fn on_message(&mut self, bytes: &[u8]) -> Flow {
+        self.on_text(bytes, false)
+    }
+
+    /// Handles one complete WebSocket message. Unlike a line it may hold
+    /// raw line feeds (as whitespace), which outbound queues use to
+    /// separate messages: a message that does is handled with them
+    /// replaced by spaces, the same JSON. The decoder's walk says whether
+    /// it does, so the usual frame costs no scan of its own.
+    pub fn on_frame(&mut self, bytes: &[u8]) -> Flow {
+        self.on_text(bytes, true)
+    }
+
+    fn on_text(&mut self, bytes: &[u8], may_hold_line_feeds: bool) -> Flow {
         // JSON whitespace only: a form feed around a message is -32700.
         let bytes = json::trim_space(bytes);
         if bytes.is_empty() {
             return Flow::Continue;
+        }
+        let mut layout = Layout::default();
+        let decoded = jsonrpc::decode_indexed(bytes, &mut layout);
+        if may_hold_line_feeds && layout.line_feed {
+            let flattened: Vec<u8> = bytes
+                .iter()
+                .map(|&b| if b == b'\n' { b' ' } else { b })
+                .collect();
+            return self.on_text(&flattened, false);
         }
         Counters::inc(&self.conn.counters.messages_received);
         Counters::add(&self.conn.counters.bytes_received, bytes.len());
         if self.hub.log_payloads() {
             log_payload(&self.conn, bytes);
         }
-        let mut layout = Layout::default();
-        match jsonrpc::decode_indexed(bytes, &mut layout) {
+        match decoded {
             Err(error) => {
                 Counters::inc(&self.conn.counters.protocol_errors);
                 let object = ErrorObject::new(error.code, error.message)

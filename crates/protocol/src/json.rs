@@ -238,6 +238,8 @@ pub(crate) struct Cursor<'a> {
     level: usize,
     /// The deepest level any container reached so far.
     deepest: usize,
+    /// Whether whitespace skipped so far held a line feed.
+    line_feed: bool,
 }
 
 impl<'a> Cursor<'a> {
@@ -247,6 +249,7 @@ impl<'a> Cursor<'a> {
             at: 0,
             level: 0,
             deepest: 0,
+            line_feed: false,
         }
     }
 
@@ -287,10 +290,32 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Past any whitespace at the cursor. Most messages have none between
+    /// tokens: that case is one test, inlined; the loop is out of line.
+    #[inline(always)]
     pub(crate) fn skip_space(&mut self) {
-        while self.peek().is_some_and(is_space) {
+        if self.peek().is_some_and(is_space) {
+            self.skip_space_run();
+        }
+    }
+
+    #[inline(never)]
+    fn skip_space_run(&mut self) {
+        while let Some(&byte) = self.bytes().get(self.at) {
+            if !is_space(byte) {
+                return;
+            }
+            if byte == b'\n' {
+                self.line_feed = true;
+            }
             self.at += 1;
         }
+    }
+
+    /// Whether whitespace the walk skipped held a line feed: the only
+    /// place valid JSON holds a raw one (a string may not).
+    pub(crate) fn saw_line_feed(&self) -> bool {
+        self.line_feed
     }
 
     /// Only whitespace is left.
@@ -390,6 +415,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A key, the colon after it and the whitespace before the value.
+    #[inline(always)]
     fn key_and_colon(&mut self) -> Result<JsonStr<'a>, SyntaxError> {
         if self.peek() != Some(b'"') {
             return Err(self.error("a string key"));
@@ -464,7 +490,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// The string at the cursor (on its opening quote).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn string(&mut self) -> Result<JsonStr<'a>, SyntaxError> {
         let bytes = self.bytes();
         let start = self.at;
@@ -591,7 +617,10 @@ fn plain_end(bytes: &[u8], mut at: usize) -> usize {
         // Whole chunks while 16 bytes are left (the usual case: a string
         // is rarely within 16 bytes of the end of its message); the rest
         // out of line, so this loop stays small enough to inline.
-        while let Some(chunk) = bytes.get(at..).and_then(<[u8]>::first_chunk::<16>) {
+        while let Some(chunk) = bytes
+            .get(at..at.wrapping_add(16))
+            .and_then(|chunk| <&[u8; 16]>::try_from(chunk).ok())
+        {
             let found = sse2::specials(chunk);
             if found != 0 {
                 return at + found.trailing_zeros() as usize;

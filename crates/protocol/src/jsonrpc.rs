@@ -95,6 +95,10 @@ pub struct Layout<'a> {
     /// How deeply the whole message nests (1 for an object of scalars; see
     /// [`json::depth`]); compare with `limits::MAX_FORWARDED_DEPTH`.
     pub depth: usize,
+    /// Whether the message holds a raw line feed (as whitespace between
+    /// tokens, the only place valid JSON has one). Set for a message that
+    /// decodes; for one that does not it may miss some.
+    pub line_feed: bool,
 }
 
 /// The envelope's members, as found by one validating walk of the message.
@@ -140,6 +144,7 @@ impl<'a> Envelope<'a> {
         })?;
         cursor.end()?;
         layout.depth = cursor.deepest();
+        layout.line_feed = cursor.saw_line_feed();
         Ok(envelope)
     }
 
@@ -652,6 +657,29 @@ mod tests {
         let mut layout = Layout::default();
         decode_indexed(deep.as_bytes(), &mut layout).unwrap();
         assert_eq!(layout.depth, 302);
+    }
+
+    #[test]
+    fn the_layout_says_whether_a_raw_line_feed_is_between_tokens() {
+        for (text, expected) in [
+            (
+                r#"{"jsonrpc":"2.0","method":"m","params":{"a":"x\ny"}}"#,
+                false,
+            ),
+            ("{\"jsonrpc\":\"2.0\",\n\"method\":\"m\"}", true),
+            (
+                "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"a\":[1,\r\n2]}}",
+                true,
+            ),
+            (
+                "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":{\"a\" :\t\r 1}}",
+                false,
+            ),
+        ] {
+            let mut layout = Layout::default();
+            decode_indexed(text.as_bytes(), &mut layout).unwrap();
+            assert_eq!(layout.line_feed, expected, "{text:?}");
+        }
     }
 
     #[test]

@@ -240,9 +240,7 @@ async fn read_frames<R, W>(
         let handled = frame.as_ref().map_or(0, |frame| frame.payload.len() + 2);
         let flow = match frame {
             Ok(frame) => match (frame.opcode, frame.fin, &mut fragments) {
-                (OpCode::Text | OpCode::Binary, true, None) => {
-                    on_frame(&mut session, &frame.payload)
-                }
+                (OpCode::Text | OpCode::Binary, true, None) => session.on_frame(&frame.payload),
                 (OpCode::Text | OpCode::Binary, false, None) => {
                     fragments = Some(frame.payload.to_vec());
                     Flow::Continue
@@ -254,7 +252,7 @@ async fn read_frames<R, W>(
                     } else {
                         message.extend_from_slice(&frame.payload);
                         match fin.then(|| fragments.take()).flatten() {
-                            Some(message) => on_frame(&mut session, &message),
+                            Some(message) => session.on_frame(&message),
                             None => Flow::Continue,
                         }
                     }
@@ -292,20 +290,6 @@ async fn read_frames<R, W>(
 
 /// Bytes of frames a reader handles between two yields.
 const YIELD_BYTES: usize = 64 * 1024;
-
-/// Outbound queues separate messages with `\n`, which JSON text only holds as
-/// whitespace; a frame that has some gets it replaced by spaces so its payload
-/// can be spliced into line-framed messages unchanged in meaning.
-fn on_frame(session: &mut Session, bytes: &[u8]) -> Flow {
-    if memchr::memchr(b'\n', bytes).is_none() {
-        return session.on_message(bytes);
-    }
-    let flattened: Vec<u8> = bytes
-        .iter()
-        .map(|&b| if b == b'\n' { b' ' } else { b })
-        .collect();
-    session.on_message(&flattened)
-}
 
 /// Largest frames buffer kept between batches; a bigger one (after a large
 /// message or a burst) is freed, so an idle connection holds none of it.
