@@ -33,6 +33,9 @@ use crate::shared::{Fabric, Peer, Window};
 const HEADROOM: usize = 1024;
 /// How long one publish may wait for the client's queue.
 const PUBLISH_WAIT: Duration = Duration::from_secs(5);
+/// Bytes of lines the reader hands to the hub between two pauses for the
+/// queues they congested (`Link::let_destinations_drain`).
+const DRAIN_EVERY: usize = 64 * 1024;
 /// How long the reader may wait to queue a credit (it reads for every hub).
 const CREDIT_PUBLISH_WAIT: Duration = Duration::from_millis(100);
 
@@ -209,7 +212,15 @@ pub async fn read(fabric: Arc<Fabric>) {
             peer.window.credit.notify_one();
             continue;
         }
-        for line in message.payload.split(|b| *b == b'\n') {
+        // memchr, not `split` with a closure: a message holds up to
+        // `max_payload` bytes of lines, and a byte-at-a-time split was a
+        // cost per byte of every line.
+        let payload = &message.payload[..];
+        let mut start = 0;
+        let mut drained_at = 0;
+        for line_end in memchr::memchr_iter(b'\n', payload).chain([payload.len()]) {
+            let line = &payload[start..line_end];
+            start = line_end + 1;
             if line.is_empty() {
                 continue;
             }
@@ -217,6 +228,15 @@ pub async fn read(fabric: Arc<Fabric>) {
             match peer.link.deliver(line) {
                 Ok(()) => fabric.metrics.received(kind),
                 Err(dropped) => fabric.metrics.ignored(Ignored::Line(dropped)),
+            }
+            // Flow control within a message too: a message may hold up to
+            // `max_payload` of lines, and handing a local queue all of it
+            // before pausing can take it past its watermark by that much,
+            // a burst a busy machine may not drain within the pause's
+            // bound (then the queue counts as stalled and sheds).
+            if start - drained_at >= DRAIN_EVERY {
+                drained_at = start;
+                peer.link.let_destinations_drain().await;
             }
         }
         peer.link.let_destinations_drain().await;
