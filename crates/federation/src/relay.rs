@@ -63,15 +63,18 @@ pub async fn write(
             }
             return;
         }
+        // The batch's buffer goes to NATS as it is (messages are slices of
+        // it), not copied; the link's queue starts a new one.
+        let lines = Bytes::from(std::mem::take(&mut batch));
         let sent = *fabric.connected.borrow()
-            && send(&fabric, &peer, &subject, &reply, &headers, &batch).await;
+            && send(&fabric, &peer, &subject, &reply, &headers, &lines).await;
         if !sent {
             // Lost: what is pending on this link will not be answered.
             fabric.metrics.send_failed(SendFailure::Disconnected);
             let failed = peer.link.fail_pending();
             Metrics::add(&fabric.metrics.requests_failed_unreachable, failed as u64);
         }
-        peer.link.written(&mut batch);
+        peer.link.written_len(lines.len());
     }
 }
 
@@ -83,7 +86,7 @@ async fn send(
     subject: &str,
     reply: &str,
     headers: &HeaderMap,
-    batch: &[u8],
+    batch: &Bytes,
 ) -> bool {
     let max = (fabric.client.server_info().max_payload)
         .saturating_sub(HEADROOM)
@@ -99,25 +102,52 @@ async fn send(
             // One message more than NATS carries: send what came before,
             // then answer for this one instead of sending it.
             if start < end
-                && !publish(fabric, peer, subject, reply, headers, &batch[start..end]).await
+                && !publish(
+                    fabric,
+                    peer,
+                    subject,
+                    reply,
+                    headers,
+                    batch.slice(start..end),
+                )
+                .await
             {
                 return false;
             }
             too_large(fabric, peer, line, max, &mut replacement);
             start = line_end;
         } else if line_end - start > max {
-            if !publish(fabric, peer, subject, reply, headers, &batch[start..end]).await {
+            if !publish(
+                fabric,
+                peer,
+                subject,
+                reply,
+                headers,
+                batch.slice(start..end),
+            )
+            .await
+            {
                 return false;
             }
             start = end;
         }
         end = line_end;
     }
-    if start < batch.len() && !publish(fabric, peer, subject, reply, headers, &batch[start..]).await
+    if start < batch.len()
+        && !publish(fabric, peer, subject, reply, headers, batch.slice(start..)).await
     {
         return false;
     }
-    replacement.is_empty() || publish(fabric, peer, subject, reply, headers, &replacement).await
+    replacement.is_empty()
+        || publish(
+            fabric,
+            peer,
+            subject,
+            reply,
+            headers,
+            Bytes::from(replacement),
+        )
+        .await
 }
 
 async fn publish(
@@ -126,28 +156,25 @@ async fn publish(
     subject: &str,
     reply: &str,
     headers: &HeaderMap,
-    lines: &[u8],
+    lines: Bytes,
 ) -> bool {
     wait_for_window(fabric, peer).await;
     // Counted as sent before the outcome is known: a message NATS would
     // not take is never credited, which at worst costs one wait.
-    let sent = peer
-        .window
-        .sent
-        .fetch_add(lines.len() as u64, Ordering::Relaxed)
-        + lines.len() as u64;
+    let length = lines.len() as u64;
+    let sent = peer.window.sent.fetch_add(length, Ordering::Relaxed) + length;
     let mut headers = headers.clone();
     headers.insert(fabric::SENT, sent.to_string().as_str());
     let publish = fabric.client.publish_with_reply_and_headers(
         subject.to_owned(),
         reply.to_owned(),
         headers,
-        Bytes::copy_from_slice(lines),
+        lines,
     );
     match tokio::time::timeout(PUBLISH_WAIT, publish).await {
         Ok(Ok(())) => {
             Metrics::inc(&fabric.metrics.publishes);
-            Metrics::add(&fabric.metrics.bytes_sent, lines.len() as u64);
+            Metrics::add(&fabric.metrics.bytes_sent, length);
             true
         }
         _ => false,

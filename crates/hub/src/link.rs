@@ -404,9 +404,11 @@ impl Link {
         matches!(self.conn.out.next_batch(buf).await, Batch::Write)
     }
 
-    /// The batch taken by [`Link::next_batch`] is on its way; clears `buf`.
-    pub fn written(&self, buf: &mut Vec<u8>) {
-        self.conn.out.written(buf);
+    /// The batch taken by [`Link::next_batch`], `len` bytes, is on its way
+    /// in the buffer the caller took from it (handed to NATS without a
+    /// copy).
+    pub fn written_len(&self, len: usize) {
+        self.conn.out.written_len(len);
     }
 
     /// Bytes waiting for the link's hub.

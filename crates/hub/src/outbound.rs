@@ -313,9 +313,19 @@ impl Outbound {
 
     /// The writer wrote `buf`; clears it for reuse.
     pub fn written(&self, buf: &mut Vec<u8>) {
+        self.written_len(buf.len());
+        buf.clear();
+        if buf.capacity() > KEEP_CAPACITY {
+            *buf = Vec::new();
+        }
+    }
+
+    /// The writer wrote the `len` bytes of the batch it took, and kept
+    /// their buffer (handed on without a copy).
+    pub fn written_len(&self, len: usize) {
         let mut state = self.state.lock();
-        state.queued = state.queued.saturating_sub(buf.len());
-        state.sent.bytes += buf.len() as u64;
+        state.queued = state.queued.saturating_sub(len);
+        state.sent.bytes += len as u64;
         let drained = state.queued <= self.soft_bytes;
         if drained {
             state.stalled = false;
@@ -323,10 +333,6 @@ impl Outbound {
         drop(state);
         if drained {
             self.drained.notify_waiters();
-        }
-        buf.clear();
-        if buf.capacity() > KEEP_CAPACITY {
-            *buf = Vec::new();
         }
     }
 }
