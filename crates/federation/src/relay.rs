@@ -91,6 +91,8 @@ async fn send(
     let max = (fabric.client.server_info().max_payload)
         .saturating_sub(HEADROOM)
         .max(HEADROOM);
+    // Every message of this batch goes to the same hub the same way.
+    let publish_lines = move |lines: Bytes| publish(fabric, peer, subject, reply, headers, lines);
     let mut start = 0;
     let mut end = 0;
     let mut replacement = Vec::new();
@@ -101,53 +103,23 @@ async fn send(
         if line.len() > max {
             // One message more than NATS carries: send what came before,
             // then answer for this one instead of sending it.
-            if start < end
-                && !publish(
-                    fabric,
-                    peer,
-                    subject,
-                    reply,
-                    headers,
-                    batch.slice(start..end),
-                )
-                .await
-            {
+            if start < end && !publish_lines(batch.slice(start..end)).await {
                 return false;
             }
             too_large(fabric, peer, line, max, &mut replacement);
             start = line_end;
         } else if line_end - start > max {
-            if !publish(
-                fabric,
-                peer,
-                subject,
-                reply,
-                headers,
-                batch.slice(start..end),
-            )
-            .await
-            {
+            if !publish_lines(batch.slice(start..end)).await {
                 return false;
             }
             start = end;
         }
         end = line_end;
     }
-    if start < batch.len()
-        && !publish(fabric, peer, subject, reply, headers, batch.slice(start..)).await
-    {
+    if start < batch.len() && !publish_lines(batch.slice(start..)).await {
         return false;
     }
-    replacement.is_empty()
-        || publish(
-            fabric,
-            peer,
-            subject,
-            reply,
-            headers,
-            Bytes::from(replacement),
-        )
-        .await
+    replacement.is_empty() || publish_lines(Bytes::from(replacement)).await
 }
 
 async fn publish(
