@@ -162,7 +162,11 @@ impl Admission {
             }
             return Err(ShuttingDown);
         }
-        let out = Outbound::new(limits.notify_shed_bytes, limits.slow_consumer_bytes);
+        let out = Outbound::new(
+            limits.notify_shed_bytes,
+            limits.slow_consumer_bytes,
+            transport.framing(),
+        );
         let conn = Conn::new(ids::next_conn_id(), transport, out, self.allocated.clone());
         table.open.insert(
             conn.id,

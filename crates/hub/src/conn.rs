@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 
 use crate::ids::ConnId;
 use crate::metrics::Counters;
-use crate::outbound::Outbound;
+use crate::outbound::{Framing, Outbound};
 use crate::pending;
 use crate::policy::PrincipalRef;
 use crate::wire;
@@ -37,6 +37,14 @@ pub enum Transport {
 }
 
 impl Transport {
+    /// How its queue holds messages: as its writer puts them on the wire.
+    pub fn framing(self) -> Framing {
+        match self {
+            Transport::WebSocket | Transport::Remote => Framing::WebSocketText,
+            Transport::Unix | Transport::Link | Transport::Feed => Framing::Lines,
+        }
+    }
+
     /// Whether a client connected through a listener (not a part of the hub).
     pub fn is_client(self) -> bool {
         matches!(

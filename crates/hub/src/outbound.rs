@@ -20,9 +20,15 @@
 //! - anything that makes the queue exceed `slowConsumerBytes` aborts the
 //!   connection (requests, responses and catalog actions are never shed).
 //!
+//! Bytes are queued as the writer will write them ([`Framing`]): `\n`-ended
+//! lines for a Unix socket, whole text frames for a WebSocket. A message is
+//! framed once, where it is written into the queue, and a batch goes to the
+//! socket as it is, with no second pass to split or copy it.
+//!
 //! Invariant: the lock is held only to append or swap buffers; no `await`
 //! happens under it, so a slow peer can only ever fill its own queue.
 
+use fastwebsockets::{Frame, Payload};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +44,57 @@ pub enum Class {
     Sheddable,
     /// Responses, hub requests, catalog actions: queued or the connection dies.
     Essential,
+}
+
+/// How messages lie in the queue, which is how the writer writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// Each message followed by `\n` (Unix sockets, hub links, the
+    /// dashboard's stream).
+    Lines,
+    /// Each message one unmasked WebSocket text frame, the header formatted
+    /// by fastwebsockets (a server's frames are never masked).
+    WebSocketText,
+}
+
+/// Room left for a frame header before the message is written: the header
+/// of a payload of 126 to 65535 bytes, the common size. Other sizes move the
+/// payload once (by 2 bytes back for a short one, 6 forward for a long one).
+const HEAD_ROOM: usize = 4;
+
+impl Framing {
+    /// Appends the message `write` produces (one message and its `\n`),
+    /// framed.
+    fn append(self, buf: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+        match self {
+            Framing::Lines => write(buf),
+            Framing::WebSocketText => {
+                let head_at = buf.len();
+                buf.resize(head_at + HEAD_ROOM, 0);
+                write(buf);
+                // A frame carries the message without the line's `\n`.
+                let newline = buf.pop();
+                debug_assert_eq!(newline, Some(b'\n'));
+                let payload_at = head_at + HEAD_ROOM;
+                let mut head = [0u8; 10];
+                let head_len =
+                    Frame::text(Payload::Borrowed(&buf[payload_at..])).fmt_head(&mut head);
+                match head_len {
+                    HEAD_ROOM => {}
+                    shorter if shorter < HEAD_ROOM => {
+                        buf.copy_within(payload_at.., head_at + shorter);
+                        buf.truncate(buf.len() - (HEAD_ROOM - shorter));
+                    }
+                    longer => {
+                        let end = buf.len();
+                        buf.resize(end + (longer - HEAD_ROOM), 0);
+                        buf.copy_within(payload_at..end, head_at + longer);
+                    }
+                }
+                buf[head_at..head_at + head_len].copy_from_slice(&head[..head_len]);
+            }
+        }
+    }
 }
 
 /// What became of a pushed message.
@@ -103,6 +160,7 @@ pub struct Outbound {
     soft_bytes: usize,
     shed_bytes: usize,
     slow_bytes: usize,
+    framing: Framing,
 }
 
 /// The soft watermark: a quarter of `notifyShedBytes`, at most 1 MiB, so a
@@ -120,7 +178,10 @@ pub enum Batch {
 }
 
 impl Outbound {
-    pub fn new(shed_bytes: u64, slow_bytes: u64) -> Self {
+    /// A queue whose notifications shed above `shed_bytes` and whose
+    /// connection is aborted above `slow_bytes` (both counted in queued
+    /// bytes as framed).
+    pub fn new(shed_bytes: u64, slow_bytes: u64, framing: Framing) -> Self {
         Outbound {
             state: Mutex::new(State {
                 buf: Vec::new(),
@@ -137,11 +198,13 @@ impl Outbound {
             soft_bytes: soft_watermark(usize::try_from(shed_bytes).unwrap_or(usize::MAX)),
             shed_bytes: usize::try_from(shed_bytes).unwrap_or(usize::MAX),
             slow_bytes: usize::try_from(slow_bytes).unwrap_or(usize::MAX),
+            framing,
         }
     }
 
     /// Appends one message written by `write`, which must append exactly one
-    /// complete message followed by `\n`.
+    /// complete message followed by `\n`; the queue frames it (see
+    /// [`Framing`]).
     pub fn push(&self, class: Class, write: impl FnOnce(&mut Vec<u8>)) -> Pushed {
         self.push_if(class, || true, write)
     }
@@ -164,7 +227,7 @@ impl Outbound {
             return Pushed::Shed;
         }
         let before = state.buf.len();
-        write(&mut state.buf);
+        self.framing.append(&mut state.buf, write);
         let added = state.buf.len() - before;
         state.queued += added;
         state.sent.messages += 1;
@@ -343,7 +406,7 @@ mod tests {
 
     #[tokio::test]
     async fn congestion_clears_when_the_writer_drains_or_a_sender_gives_up() {
-        let out = Outbound::new(4 * 8, 1000); // soft watermark: 8 bytes
+        let out = Outbound::new(4 * 8, 1000, Framing::Lines); // soft watermark: 8 bytes
         assert_eq!(out.push(Class::Essential, line("1234567")), Pushed::Queued); // 8: at it
         assert_eq!(out.push(Class::Essential, line("")), Pushed::Congested); // 9: above
                                                                              // A sender that gives up marks the queue stalled: no more waiting on it.
@@ -370,7 +433,7 @@ mod tests {
 
     #[tokio::test]
     async fn batches_everything_pushed_before_the_writer_runs() {
-        let out = Outbound::new(1 << 20, 1 << 21);
+        let out = Outbound::new(1 << 20, 1 << 21, Framing::Lines);
         assert_eq!(out.push(Class::Essential, line("a")), Pushed::Queued);
         assert_eq!(out.push(Class::Sheddable, line("b")), Pushed::Queued);
         let mut buf = Vec::new();
@@ -388,7 +451,7 @@ mod tests {
 
     #[tokio::test]
     async fn notifications_shed_at_the_threshold_but_essentials_queue() {
-        let out = Outbound::new(4, 100);
+        let out = Outbound::new(4, 100, Framing::Lines);
         // Over the soft watermark (a quarter of the shed bound) the sender is
         // asked to wait; shedding starts above the shed bound itself.
         assert_eq!(out.push(Class::Sheddable, line("abc")), Pushed::Congested); // 4 bytes: at the bound
@@ -400,7 +463,7 @@ mod tests {
 
     #[tokio::test]
     async fn exceeding_the_slow_consumer_bound_aborts() {
-        let out = Outbound::new(4, 10);
+        let out = Outbound::new(4, 10, Framing::Lines);
         assert_eq!(
             out.push(Class::Essential, line("123456789")),
             Pushed::Congested
@@ -415,7 +478,7 @@ mod tests {
 
     #[tokio::test]
     async fn draining_writes_what_is_queued_then_ends() {
-        let out = Outbound::new(100, 100);
+        let out = Outbound::new(100, 100, Framing::Lines);
         assert_eq!(out.push(Class::Essential, line("bye")), Pushed::Queued);
         out.drain_and_close();
         assert_eq!(out.push(Class::Essential, line("late")), Pushed::Closed);
@@ -424,5 +487,50 @@ mod tests {
         assert_eq!(buf, b"bye\n");
         out.written(&mut buf);
         assert!(matches!(out.next_batch(&mut buf).await, Batch::Done));
+    }
+    /// Every header size fastwebsockets may choose (2, 4 and 10 bytes, at
+    /// both edges of each), queued back to back and read back by
+    /// fastwebsockets as a client would: the same messages, one text frame
+    /// each.
+    #[tokio::test]
+    async fn websocket_framing_writes_frames_a_client_reads_back() {
+        let sizes = [0, 1, 125, 126, 127, 65_535, 65_536, 70_000];
+        let out = Outbound::new(1 << 30, 1 << 30, Framing::WebSocketText);
+        let messages: Vec<Vec<u8>> = sizes
+            .iter()
+            .map(|&size| (0..size).map(|i| b'a' + (i % 26) as u8).collect())
+            .collect();
+        for message in &messages {
+            let pushed = out.push(Class::Essential, |buf| {
+                buf.extend_from_slice(message);
+                buf.push(b'\n');
+            });
+            assert_eq!(pushed, Pushed::Queued);
+        }
+        let mut batch = Vec::new();
+        assert!(matches!(out.next_batch(&mut batch).await, Batch::Write));
+        let heads: usize = sizes
+            .iter()
+            .map(|&size| match size {
+                0..=125 => 2,
+                126..=65_535 => 4,
+                _ => 10,
+            })
+            .sum();
+        assert_eq!(batch.len(), heads + sizes.iter().sum::<usize>());
+        assert_eq!(out.queued_bytes(), batch.len());
+
+        let (mut frames, _) = fastwebsockets::after_handshake_split(
+            std::io::Cursor::new(batch),
+            tokio::io::sink(),
+            fastwebsockets::Role::Client,
+        );
+        let mut owed = |_| async { Ok::<_, fastwebsockets::WebSocketError>(()) };
+        for message in &messages {
+            let frame = frames.read_frame(&mut owed).await.expect("a frame");
+            assert_eq!(frame.opcode, fastwebsockets::OpCode::Text);
+            assert!(frame.fin);
+            assert_eq!(&frame.payload[..], &message[..]);
+        }
     }
 }

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream::{self, Stream};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
-use crate::outbound::{Batch, Outbound};
+use crate::outbound::{Batch, Framing, Outbound};
 use crate::state::HubState;
 
 /// The most catalog actions a page's queue holds before the page is dropped.
@@ -35,7 +35,7 @@ pub async fn stream(State(hub): State<Arc<HubState>>) -> Response {
         return (StatusCode::SERVICE_UNAVAILABLE, busy).into_response();
     };
     let id = hub.dashboard.next_watcher_id();
-    let queue = Arc::new(Outbound::new(QUEUE_BYTES, QUEUE_BYTES));
+    let queue = Arc::new(Outbound::new(QUEUE_BYTES, QUEUE_BYTES, Framing::Lines));
     let ticks = hub.dashboard.ticks.subscribe();
     let (services, seq) = hub.registry.watch(id, queue.clone());
     let snapshot = super::snapshot(&hub, &services, seq);

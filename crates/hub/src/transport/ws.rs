@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
-use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocketError, WebSocketRead};
+use fastwebsockets::{Frame, OpCode, Role, WebSocketError, WebSocketRead};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -291,29 +291,17 @@ async fn read_frames<R, W>(
 /// Bytes of frames a reader handles between two yields.
 const YIELD_BYTES: usize = 64 * 1024;
 
-/// Largest frames buffer kept between batches; a bigger one (after a large
-/// message or a burst) is freed, so an idle connection holds none of it.
-const KEEP_FRAMES: usize = 16 * 1024;
-
-/// Takes each batch of `\n`-separated messages off the queue, frames every
-/// message as one unmasked text frame (fastwebsockets formats the header)
-/// into one buffer, and writes it with one `write_all`.
+/// Takes each batch of frames off the queue (the queue frames each message
+/// as it is pushed: `Framing::WebSocketText`) and writes it with one
+/// `write_all`.
 async fn write_frames<W: AsyncWrite + Unpin>(conn: Arc<Conn>, writer: SharedWriter<W>) {
     let mut batch = Vec::new();
-    let mut frames = Vec::new();
     loop {
         match conn.out.next_batch(&mut batch).await {
             Batch::Done => break,
             Batch::Write => {}
         }
-        frames.clear();
-        frames.reserve(batch.len() + batch.len() / 16 + 16);
-        let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', &batch) {
-            push_text_frame(&mut frames, &batch[start..end]);
-            start = end + 1;
-        }
-        let send = async { writer.lock().await.write(&frames).await };
+        let send = async { writer.lock().await.write(&batch).await };
         let sent = tokio::select! {
             sent = send => sent,
             () = conn.out.aborted() => return,
@@ -323,20 +311,9 @@ async fn write_frames<W: AsyncWrite + Unpin>(conn: Arc<Conn>, writer: SharedWrit
             return;
         }
         conn.out.written(&mut batch);
-        if frames.capacity() > KEEP_FRAMES {
-            frames = Vec::new();
-        }
     }
     let _ = tokio::time::timeout(transport::FLUSH_GRACE, async {
         writer.lock().await.close().await;
     })
     .await;
-}
-
-/// One unmasked text frame: fastwebsockets' header, then the payload.
-fn push_text_frame(out: &mut Vec<u8>, payload: &[u8]) {
-    let mut head = [0u8; 10];
-    let length = Frame::text(Payload::Borrowed(payload)).fmt_head(&mut head);
-    out.extend_from_slice(&head[..length]);
-    out.extend_from_slice(payload);
 }
