@@ -9,9 +9,11 @@ use std::cell::RefCell;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::task::TaskTracker;
@@ -113,58 +115,89 @@ async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, stream: UnixStream) {
     transport::run(hub, conn, read, write).await;
 }
 
-async fn read_lines(mut session: Session, socket: OwnedReadHalf) {
+async fn read_lines(mut session: Session, mut socket: OwnedReadHalf) {
     let max = usize::try_from(session.hub().limits.max_message_bytes).unwrap_or(usize::MAX);
     let conn = session.conn().clone();
     let mut partial: Vec<u8> = Vec::new();
     loop {
-        tokio::select! {
+        let turn = std::future::poll_fn(|cx| {
+            READ_BUF.with_borrow_mut(|buf| {
+                poll_turn(cx, &mut socket, buf, &mut partial, &mut session, max)
+            })
+        });
+        let turn = tokio::select! {
             biased;
             () = conn.out.reader_stopped() => return,
-            readable = socket.readable() => if readable.is_err() { return },
+            turn = turn => turn,
+        };
+        match turn {
+            Turn::Closed => return,
+            Turn::Drained => transport::let_destinations_drain(&conn).await,
+            Turn::MoreWaiting => {
+                transport::let_destinations_drain(&conn).await;
+                // The socket still has bytes: yield, so the writers this
+                // sender fills get to run and one busy sender cannot hold a
+                // worker thread. After a turn that drained the socket the
+                // next poll parks the task anyway; yielding there cost an
+                // extra non-blocking `epoll_wait` per wake-up.
+                tokio::task::yield_now().await;
+            }
         }
-        let flow = READ_BUF
-            .with_borrow_mut(|buf| read_ready(&socket, buf, &mut partial, &mut session, max));
-        if flow == Flow::Close {
-            return;
-        }
-        transport::let_destinations_drain(&conn).await;
-        // try_read does not count against tokio's budget: yield after every
-        // bounded read so the writers this sender fills get to run, and one
-        // busy sender cannot hold a worker thread.
-        tokio::task::yield_now().await;
     }
 }
 
-/// Reads what the socket has (a bounded number of chunks) and handles every
-/// complete line.
-fn read_ready(
-    socket: &OwnedReadHalf,
+/// How one turn of reads ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Turn {
+    /// A read came back short: the socket is empty for now.
+    Drained,
+    /// `READS_PER_TURN` full reads: more is likely waiting.
+    MoreWaiting,
+    /// End of stream, a read error, or a message that closes the connection.
+    Closed,
+}
+
+/// Reads what the socket has (at most `READS_PER_TURN` chunks) and handles
+/// every complete line; `Pending` only when nothing was read.
+///
+/// `poll_read`, not `try_read`: tokio takes a short read as proof that the
+/// socket is drained and clears its readiness, so the turn ends without the
+/// extra read that would only say `EAGAIN` (one system call per wake-up).
+fn poll_turn(
+    cx: &mut Context<'_>,
+    socket: &mut OwnedReadHalf,
     buf: &mut [u8],
     partial: &mut Vec<u8>,
     session: &mut Session,
     max: usize,
-) -> Flow {
+) -> Poll<Turn> {
+    let mut read_any = false;
     for _ in 0..READS_PER_TURN {
-        match socket.try_read(buf) {
-            Ok(0) => {
-                // EOF. A last message without its newline still counts.
-                if !partial.is_empty() {
-                    let _ = session.on_message(partial);
-                }
-                return Flow::Close;
+        let mut read = ReadBuf::new(buf);
+        match Pin::new(&mut *socket).poll_read(cx, &mut read) {
+            Poll::Pending if read_any => return Poll::Ready(Turn::Drained),
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Poll::Ready(Err(_)) => return Poll::Ready(Turn::Closed),
+        }
+        let n = read.filled().len();
+        if n == 0 {
+            // EOF. A last message without its newline still counts.
+            if !partial.is_empty() {
+                let _ = session.on_message(partial);
             }
-            Ok(n) => {
-                if split_lines(&buf[..n], partial, session, max) == Flow::Close {
-                    return Flow::Close;
-                }
-            }
-            Err(error) if error.kind() == io::ErrorKind::WouldBlock => return Flow::Continue,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Flow::Close,
+            return Poll::Ready(Turn::Closed);
+        }
+        read_any = true;
+        if split_lines(&buf[..n], partial, session, max) == Flow::Close {
+            return Poll::Ready(Turn::Closed);
+        }
+        if n < buf.len() {
+            return Poll::Ready(Turn::Drained);
         }
     }
-    Flow::Continue
+    Poll::Ready(Turn::MoreWaiting)
 }
 
 /// Frames `chunk` into lines, handling each complete one; keeps the tail.
