@@ -1,8 +1,8 @@
 //! Lines between hubs.
 //!
 //! Out: one writer per link takes the link's whole queue (every line the
-//! hub routed to that hub since the last batch) and publishes it as few
-//! NATS messages as `max_payload` allows, on `switchboard.hub.<to>.<me>`,
+//! hub routed to that hub since the last batch) and publishes it in
+//! messages of about 60 KiB of lines each, on `switchboard.hub.<to>.<me>`,
 //! with both instances in headers and a reply subject where NATS says at
 //! once if no one listens (that hub is gone: what is pending on it fails
 //! with -32052 `disconnected`). Batching is what lets many notifications
@@ -31,6 +31,14 @@ use crate::shared::{Fabric, Peer, Window};
 
 /// Room left in a NATS message for its headers and reply subject.
 const HEADROOM: usize = 1024;
+/// Lines per NATS message, in bytes, unless one line alone is larger (up to
+/// `max_payload`). A message this size, with its headers, fits the NATS
+/// client's 64 KiB read buffer on the receiving hub, so it is read in one
+/// piece and handed on without a copy; a message of a megabyte grew that
+/// buffer by doubling, copying what it held each time (a tenth of the
+/// receiving hub's CPU under a burst), and the receiver pauses for its
+/// local queues every 64 KiB of lines anyway (`DRAIN_EVERY`).
+const MESSAGE_TARGET: usize = 60 * 1024;
 /// How long one publish may wait for the client's queue.
 const PUBLISH_WAIT: Duration = Duration::from_secs(5);
 /// Bytes of lines the reader hands to the hub between two pauses for the
@@ -66,20 +74,56 @@ pub async fn write(
         // The batch's buffer goes to NATS as it is (messages are slices of
         // it), not copied; the link's queue starts a new one.
         let lines = Bytes::from(std::mem::take(&mut batch));
-        let sent = *fabric.connected.borrow()
-            && send(&fabric, &peer, &subject, &reply, &headers, &lines).await;
-        if !sent {
-            // Lost: what is pending on this link will not be answered.
-            fabric.metrics.send_failed(SendFailure::Disconnected);
-            let failed = peer.link.fail_pending();
-            Metrics::add(&fabric.metrics.requests_failed_unreachable, failed as u64);
+        let mut outcome = Progress::default();
+        if *fabric.connected.borrow() {
+            send(
+                &fabric,
+                &peer,
+                &subject,
+                &reply,
+                &headers,
+                &lines,
+                &mut outcome,
+            )
+            .await;
         }
-        peer.link.written_len(lines.len());
+        if outcome.accounted < lines.len() {
+            lost(&fabric, &peer);
+            peer.link.written_len(lines.len() - outcome.accounted);
+        }
     }
 }
 
-/// Publishes `batch` (whole lines) in messages of at most `max_payload`;
-/// `false` if NATS would not take them.
+/// Lines for `peer` NATS would not take: what is pending on its link will
+/// not be answered.
+fn lost(fabric: &Fabric, peer: &Peer) {
+    fabric.metrics.send_failed(SendFailure::Disconnected);
+    let failed = peer.link.fail_pending();
+    Metrics::add(&fabric.metrics.requests_failed_unreachable, failed as u64);
+}
+
+/// How far [`send`] got through a batch.
+#[derive(Debug, Default)]
+struct Progress {
+    /// Bytes of the batch published (or dropped as too large) and so taken
+    /// off the link's queue count.
+    accounted: usize,
+}
+
+impl Progress {
+    /// `len` more bytes of the batch are gone from this hub. Counted per
+    /// message, not per batch: a batch of several messages may wait on the
+    /// window between them, and a sender paused for this link's queue
+    /// (`let_destinations_drain`) sees it drain as each one goes.
+    fn account(&mut self, peer: &Peer, len: usize) {
+        self.accounted += len;
+        peer.link.written_len(len);
+    }
+}
+
+/// Publishes `batch` (whole lines) in messages of about `MESSAGE_TARGET`
+/// (a larger line alone, up to `max_payload`),
+/// accounting each one in `outcome`; stops at the first NATS would not take.
 async fn send(
     fabric: &Fabric,
     peer: &Peer,
@@ -87,10 +131,12 @@ async fn send(
     reply: &str,
     headers: &HeaderMap,
     batch: &Bytes,
-) -> bool {
+    outcome: &mut Progress,
+) {
     let max = (fabric.client.server_info().max_payload)
         .saturating_sub(HEADROOM)
         .max(HEADROOM);
+    let target = MESSAGE_TARGET.min(max);
     // Every message of this batch goes to the same hub the same way.
     let publish_lines = move |lines: Bytes| publish(fabric, peer, subject, reply, headers, lines);
     let mut start = 0;
@@ -103,23 +149,36 @@ async fn send(
         if line.len() > max {
             // One message more than NATS carries: send what came before,
             // then answer for this one instead of sending it.
-            if start < end && !publish_lines(batch.slice(start..end)).await {
-                return false;
+            if start < end {
+                if !publish_lines(batch.slice(start..end)).await {
+                    return;
+                }
+                outcome.account(peer, end - start);
             }
             too_large(fabric, peer, line, max, &mut replacement);
+            outcome.account(peer, line.len());
             start = line_end;
-        } else if line_end - start > max {
+        } else if line_end - start > target && start < end {
+            // The lines before this one make a message; a line larger than
+            // `target` alone goes as one message by itself.
             if !publish_lines(batch.slice(start..end)).await {
-                return false;
+                return;
             }
+            outcome.account(peer, end - start);
             start = end;
         }
         end = line_end;
     }
-    if start < batch.len() && !publish_lines(batch.slice(start..)).await {
-        return false;
+    if start < batch.len() {
+        if !publish_lines(batch.slice(start..)).await {
+            return;
+        }
+        outcome.account(peer, batch.len() - start);
     }
-    replacement.is_empty() || publish_lines(Bytes::from(replacement)).await
+    if !replacement.is_empty() && !publish_lines(Bytes::from(replacement)).await {
+        // The answers that replaced lines too large: lost like a batch.
+        lost(fabric, peer);
+    }
 }
 
 async fn publish(

@@ -288,6 +288,36 @@ fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_b
     );
 }
 
+/// The sending hub groups lines into NATS messages of about 60 KiB; a line
+/// larger than that (and within NATS's `max_payload`) goes alone. Mixed
+/// sizes in one burst arrive whole and in order.
+#[test]
+fn lines_larger_than_a_message_of_lines_go_alone_whole_and_in_order() {
+    const COUNT: u64 = 40;
+    let fabric = Fabric::new();
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (mut owner, service) = owner(&a, json!({}));
+    let mut sender = caller(&b, &service);
+    // Every third notification is 100 KiB: more than a message of lines,
+    // less than NATS's default max_payload (1 MiB).
+    let pad = |seq: u64| "p".repeat(if seq % 3 == 0 { 100 * 1024 } else { 3000 });
+    for seq in 0..COUNT {
+        sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                            "params": {"serviceId": service, "method": "tick",
+                                       "params": {"seq": seq, "pad": pad(seq)}}}));
+    }
+    for seq in 0..COUNT {
+        let message = next_non_action(&mut owner);
+        assert_eq!(message["method"], "clientService/notification");
+        assert_eq!(message["params"]["params"]["seq"], seq);
+        assert_eq!(message["params"]["params"]["pad"], pad(seq));
+    }
+    // 14 lines of 100 KiB each went alone, the rest in messages around them.
+    let publishes = metric_value(&b.metrics(), "switchboard_federation_publishes_total");
+    assert!(publishes >= 14, "{publishes} publishes");
+}
+
 /// Sends requests `ids` from `client` to `service`, each waiting for an answer.
 fn send_hanging(client: &mut LineClient, service: &str, ids: std::ops::Range<u64>) {
     for id in ids {
