@@ -301,7 +301,14 @@ fn lines_larger_than_a_message_of_lines_go_alone_whole_and_in_order() {
     let mut sender = caller(&b, &service);
     // Every third notification is 100 KiB: more than a message of lines,
     // less than NATS's default max_payload (1 MiB).
-    let pad = |seq: u64| "p".repeat(if seq % 3 == 0 { 100 * 1024 } else { 3000 });
+    let size = |seq: u64| {
+        if seq.is_multiple_of(3) {
+            100 * 1024
+        } else {
+            3000
+        }
+    };
+    let pad = |seq: u64| "p".repeat(size(seq));
     for seq in 0..COUNT {
         sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
                             "params": {"serviceId": service, "method": "tick",
