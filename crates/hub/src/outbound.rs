@@ -488,6 +488,7 @@ mod tests {
         out.written(&mut buf);
         assert!(matches!(out.next_batch(&mut buf).await, Batch::Done));
     }
+
     /// Every header size fastwebsockets may choose (2, 4 and 10 bytes, at
     /// both edges of each), queued back to back and read back by
     /// fastwebsockets as a client would: the same messages, one text frame

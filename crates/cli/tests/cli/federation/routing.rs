@@ -13,6 +13,35 @@ fn caller(hub: &HubProcess, service_id: &str) -> LineClient {
     client
 }
 
+/// Hubs `a` and `b` on one NATS server, a service owned on `a`, and a
+/// client on `b` that sees it.
+struct OwnerOnA {
+    fabric: Fabric,
+    a: HubProcess,
+    b: HubProcess,
+    owner: LineClient,
+    service: String,
+    on_b: LineClient,
+}
+
+/// [`OwnerOnA`], the service registered with `metadata`. Tests bind the
+/// fabric first so that it is dropped last, after the hubs that use it.
+fn owner_on_a(metadata: Value) -> OwnerOnA {
+    let fabric = Fabric::new();
+    let a = fabric.hub("a", OPEN);
+    let b = fabric.hub("b", OPEN);
+    let (owner, service) = owner(&a, metadata);
+    let on_b = caller(&b, &service);
+    OwnerOnA {
+        fabric,
+        a,
+        b,
+        owner,
+        service,
+        on_b,
+    }
+}
+
 /// Sends a request `done` after the notifications `sender` sent to
 /// `service`, and reads the owner's notifications until that request comes
 /// (the same path, so every notification not shed is before it); answers
@@ -53,11 +82,14 @@ fn handled(owner: &mut LineClient) -> Value {
 
 #[test]
 fn a_request_to_another_hub_is_answered_byte_for_byte_under_the_callers_id() {
-    let fabric = Fabric::new();
-    let a = fabric.hub("a", OPEN);
-    let b = fabric.hub("b", OPEN);
-    let (mut owner, service) = owner(&a, json!({"label": "splice"}));
-    let mut caller = caller(&b, &service);
+    let OwnerOnA {
+        fabric: _fabric,
+        a,
+        b,
+        mut owner,
+        service,
+        on_b: mut caller,
+    } = owner_on_a(json!({"label": "splice"}));
 
     // Params and result with spacing and numbers a re-encoder would change.
     let params = r#"{ "n" : [1, 2.50, 1e3, -0.0], "s":"\u00e9\n" }"#;
@@ -149,11 +181,14 @@ fn a_request_to_another_hub_is_answered_byte_for_byte_under_the_callers_id() {
 
 #[test]
 fn timeouts_cancels_and_a_leaving_owner_answer_once_and_tell_the_owner() {
-    let fabric = Fabric::new();
-    let a = fabric.hub("a", OPEN);
-    let b = fabric.hub("b", OPEN);
-    let (mut owner, service) = owner(&a, json!({}));
-    let mut caller = caller(&b, &service);
+    let OwnerOnA {
+        fabric: _fabric,
+        a,
+        b,
+        mut owner,
+        service,
+        on_b: mut caller,
+    } = owner_on_a(json!({}));
 
     // Timeout: -32051 on B; the owner on A gets $/cancelRequest for its id.
     let id = caller.send_request(
@@ -259,11 +294,14 @@ fn callers_on_two_hubs_may_use_the_same_request_id() {
 #[test]
 fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_back() {
     const COUNT: u64 = 2000;
-    let fabric = Fabric::new();
-    let a = fabric.hub("a", OPEN);
-    let b = fabric.hub("b", OPEN);
-    let (mut owner, service) = owner(&a, json!({}));
-    let mut sender = caller(&b, &service);
+    let OwnerOnA {
+        fabric: _fabric,
+        a: _a,
+        b,
+        mut owner,
+        service,
+        on_b: mut sender,
+    } = owner_on_a(json!({}));
     for seq in 0..COUNT {
         sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
                             "params": {"serviceId": service, "method": "tick", "params": {"seq": seq}}}));
@@ -294,11 +332,14 @@ fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_b
 #[test]
 fn lines_larger_than_a_message_of_lines_go_alone_whole_and_in_order() {
     const COUNT: u64 = 40;
-    let fabric = Fabric::new();
-    let a = fabric.hub("a", OPEN);
-    let b = fabric.hub("b", OPEN);
-    let (mut owner, service) = owner(&a, json!({}));
-    let mut sender = caller(&b, &service);
+    let OwnerOnA {
+        fabric: _fabric,
+        a: _a,
+        b,
+        mut owner,
+        service,
+        on_b: mut sender,
+    } = owner_on_a(json!({}));
     // Every third notification is 100 KiB: more than a message of lines,
     // less than NATS's default max_payload (1 MiB).
     let size = |seq: u64| {
