@@ -14,18 +14,19 @@ fn caller(hub: &HubProcess, service_id: &str) -> LineClient {
 }
 
 /// Hubs `a` and `b` on one NATS server, a service owned on `a`, and a
-/// client on `b` that sees it.
+/// client on `b` that sees it. Fields drop in this order: the fabric (the
+/// NATS server, the hubs' directories) last.
 struct OwnerOnA {
-    fabric: Fabric,
+    owner: LineClient,
+    on_b: LineClient,
+    service: String,
     a: HubProcess,
     b: HubProcess,
-    owner: LineClient,
-    service: String,
-    on_b: LineClient,
+    fabric: Fabric,
 }
 
-/// [`OwnerOnA`], the service registered with `metadata`. Tests bind the
-/// fabric first so that it is dropped last, after the hubs that use it.
+/// [`OwnerOnA`], the service registered with `metadata`. A test that takes
+/// the parts out binds the fabric first, so that it is dropped last.
 fn owner_on_a(metadata: Value) -> OwnerOnA {
     let fabric = Fabric::new();
     let a = fabric.hub("a", OPEN);
@@ -33,12 +34,12 @@ fn owner_on_a(metadata: Value) -> OwnerOnA {
     let (owner, service) = owner(&a, metadata);
     let on_b = caller(&b, &service);
     OwnerOnA {
-        fabric,
+        owner,
+        on_b,
+        service,
         a,
         b,
-        owner,
-        service,
-        on_b,
+        fabric,
     }
 }
 
@@ -294,24 +295,24 @@ fn callers_on_two_hubs_may_use_the_same_request_id() {
 #[test]
 fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_back() {
     const COUNT: u64 = 2000;
+    let mut hubs = owner_on_a(json!({}));
     let OwnerOnA {
-        fabric: _fabric,
-        a: _a,
-        b,
-        mut owner,
+        owner,
+        on_b: sender,
         service,
-        on_b: mut sender,
-    } = owner_on_a(json!({}));
+        b,
+        ..
+    } = &mut hubs;
     for seq in 0..COUNT {
         sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
                             "params": {"serviceId": service, "method": "tick", "params": {"seq": seq}}}));
     }
     // Then one request, through the same path, to know when all arrived.
-    let (id, seen) = notifications_then_done(&mut sender, &mut owner, &service);
+    let (id, seen) = notifications_then_done(sender, owner, service);
     // At most once and in order; here nothing was shed, so all of them.
     assert_eq!(seen, (0..COUNT).collect::<Vec<_>>());
     // The sender got nothing but the answer to its request.
-    let answer = next_non_action(&mut sender);
+    let answer = next_non_action(sender);
     assert_eq!(answer["id"], id);
     assert_eq!(answer["result"], COUNT);
     let metrics = b.metrics();
@@ -332,14 +333,14 @@ fn notifications_to_another_hub_arrive_in_order_at_most_once_and_nothing_comes_b
 #[test]
 fn lines_larger_than_a_message_of_lines_go_alone_whole_and_in_order() {
     const COUNT: u64 = 40;
+    let mut hubs = owner_on_a(json!({}));
     let OwnerOnA {
-        fabric: _fabric,
-        a: _a,
-        b,
-        mut owner,
+        owner,
+        on_b: sender,
         service,
-        on_b: mut sender,
-    } = owner_on_a(json!({}));
+        b,
+        ..
+    } = &mut hubs;
     // Every third notification is 100 KiB: more than a message of lines,
     // less than NATS's default max_payload (1 MiB).
     let size = |seq: u64| {
@@ -356,7 +357,7 @@ fn lines_larger_than_a_message_of_lines_go_alone_whole_and_in_order() {
                                        "params": {"seq": seq, "pad": pad(seq)}}}));
     }
     for seq in 0..COUNT {
-        let message = next_non_action(&mut owner);
+        let message = next_non_action(owner);
         assert_eq!(message["method"], "clientService/notification");
         assert_eq!(message["params"]["params"]["seq"], seq);
         assert_eq!(message["params"]["params"]["pad"], pad(seq));
