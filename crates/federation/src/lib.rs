@@ -25,6 +25,7 @@ mod join;
 pub mod metrics;
 mod relay;
 mod shared;
+mod split;
 mod watch;
 
 use std::sync::Arc;

@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 use crate::fabric;
 use crate::metrics::{Ignored, LineKind, Metrics, SendFailure};
 use crate::shared::{Fabric, Peer, Window};
+use crate::split::{Piece, Pieces};
 
 /// Room left in a NATS message for its headers and reply subject.
 const HEADROOM: usize = 1024;
@@ -123,8 +124,9 @@ impl Progress {
 }
 
 /// Publishes `batch` (whole lines) in messages of about `MESSAGE_TARGET`
-/// (a larger line alone, up to `max_payload`),
-/// accounting each one in `outcome`; stops at the first NATS would not take.
+/// (a larger line alone, up to `max_payload`; cut by `split.rs`),
+/// accounting each one in `outcome` as it goes; stops at the first NATS
+/// would not take.
 async fn send(
     fabric: &Fabric,
     peer: &Peer,
@@ -137,46 +139,37 @@ async fn send(
     let max = (fabric.client.server_info().max_payload)
         .saturating_sub(HEADROOM)
         .max(HEADROOM);
-    let target = MESSAGE_TARGET.min(max);
-    // Every message of this batch goes to the same hub the same way.
-    let publish_lines = move |lines: Bytes| publish(fabric, peer, subject, reply, headers, lines);
-    let mut start = 0;
-    let mut end = 0;
     let mut replacement = Vec::new();
-    while end < batch.len() {
-        let line_end = memchr::memchr(b'\n', &batch[end..]).map_or(batch.len(), |at| end + at + 1);
-        let line = &batch[end..line_end];
-        fabric.metrics.sent(LineKind::of(line));
-        if line.len() > max {
-            // One message more than NATS carries: send what came before,
-            // then answer for this one instead of sending it.
-            if start < end {
-                if !publish_lines(batch.slice(start..end)).await {
+    let count_line = |line: &[u8]| fabric.metrics.sent(LineKind::of(line));
+    for piece in Pieces::new(batch, MESSAGE_TARGET, max, count_line) {
+        match piece {
+            Piece::Message(range) => {
+                let length = range.len();
+                let message = batch.slice(range);
+                if !publish(fabric, peer, subject, reply, headers, message).await {
                     return;
                 }
-                outcome.account(peer, end - start);
+                outcome.account(peer, length);
             }
-            too_large(fabric, peer, line, max, &mut replacement);
-            outcome.account(peer, line.len());
-            start = line_end;
-        } else if line_end - start > target && start < end {
-            // The lines before this one make a message; a line larger than
-            // `target` alone goes as one message by itself.
-            if !publish_lines(batch.slice(start..end)).await {
-                return;
+            Piece::TooLarge(range) => {
+                // Answered for instead of sent.
+                let length = range.len();
+                too_large(fabric, peer, &batch[range], max, &mut replacement);
+                outcome.account(peer, length);
             }
-            outcome.account(peer, end - start);
-            start = end;
         }
-        end = line_end;
     }
-    if start < batch.len() {
-        if !publish_lines(batch.slice(start..)).await {
-            return;
-        }
-        outcome.account(peer, batch.len() - start);
-    }
-    if !replacement.is_empty() && !publish_lines(Bytes::from(replacement)).await {
+    if !replacement.is_empty()
+        && !publish(
+            fabric,
+            peer,
+            subject,
+            reply,
+            headers,
+            Bytes::from(replacement),
+        )
+        .await
+    {
         // The answers that replaced lines too large: lost like a batch.
         lost(fabric, peer);
     }
