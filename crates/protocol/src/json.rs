@@ -272,7 +272,22 @@ impl<'a> Cursor<'a> {
 
     /// The text from `start` to the cursor.
     pub(crate) fn since(&self, start: usize) -> &'a str {
-        &self.text[start..self.at]
+        self.between(start, self.at)
+    }
+
+    /// `text[start..end]` for two positions the cursor has held, without
+    /// the char-boundary tests of `str` indexing (~190 instructions of the
+    /// walk of a 300-byte notification: 17 slices).
+    #[inline(always)]
+    fn between(&self, start: usize, end: usize) -> &'a str {
+        assert!(start <= end && end <= self.text.len());
+        debug_assert!(self.text.is_char_boundary(start) && self.text.is_char_boundary(end));
+        // SAFETY: in bounds (asserted), and both are char boundaries: the
+        // cursor only ever stands at 0 or just past an ASCII byte (a quote,
+        // a bracket, a comma, a colon, whitespace, a digit, a sign, a letter
+        // of a literal), and a position just past an ASCII byte is a
+        // boundary.
+        unsafe { self.text.get_unchecked(start..end) }
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -500,7 +515,7 @@ impl<'a> Cursor<'a> {
         if bytes.get(end) == Some(&b'"') {
             self.at = end + 1;
             return Ok(JsonStr {
-                raw: &self.text[start..self.at],
+                raw: self.between(start, self.at),
                 escaped: false,
             });
         }
@@ -523,7 +538,7 @@ impl<'a> Cursor<'a> {
                 Some(b'"') => {
                     self.at = at + 1;
                     return Ok(JsonStr {
-                        raw: &self.text[start..self.at],
+                        raw: self.between(start, self.at),
                         escaped,
                     });
                 }
@@ -598,7 +613,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn literal(&mut self, word: &'static str) -> Result<(), SyntaxError> {
-        if self.text[self.at..].starts_with(word) {
+        if self.bytes()[self.at..].starts_with(word.as_bytes()) {
             self.at += word.len();
             Ok(())
         } else {
