@@ -327,7 +327,7 @@ impl Link {
                 NOTIFICATION => {
                     let mut identities = self.identities.lock();
                     let identity = self.identity(&mut identities, params, &layout)?;
-                    router::notify(&self.hub, &self.conn, identity, params, &layout);
+                    router::notify(&self.hub, &self.conn, identity, params, &layout, None);
                 }
                 method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
                 _ => return Err(Dropped::UnknownMethod),

@@ -28,7 +28,7 @@ use crate::metrics::{Counters, NotifyDrop, RequestFailure};
 use crate::outbound::{Class, Pushed};
 use crate::pending::CallerId;
 use crate::policy::Action;
-use crate::registry::ServiceRoute;
+use crate::registry::{LastRoute, ServiceRoute};
 use crate::reply;
 use crate::requests;
 use crate::state::HubState;
@@ -81,13 +81,16 @@ impl<'a> RawCall<'a> {
 }
 
 /// Forwards `clientService/notify`. Never answers the sender: every failure
-/// is a silent, counted drop.
+/// is a silent, counted drop. `last`: the sender's [`LastRoute`], when its
+/// identity is one for the connection's life (not a link's, whose lines
+/// come from many callers).
 pub fn notify(
     hub: &HubState,
     sender: &Conn,
     identity: &Identity,
     params: Option<&RawValue>,
     layout: &Layout<'_>,
+    last: Option<&mut LastRoute>,
 ) {
     let counters = &sender.counters;
     let Ok(RawCall {
@@ -110,13 +113,21 @@ pub fn notify(
     if layout.depth > MAX_FORWARDED_DEPTH {
         return counters.notification_dropped(NotifyDrop::TooDeep);
     }
-    let Some(route) = hub.registry.route(&service_id) else {
+    let found = match last {
+        Some(last) => hub
+            .registry
+            .notify_route(last, sender, identity, &service_id),
+        None => hub.registry.route(&service_id).map(|route| {
+            let allowed = hub
+                .registry
+                .authorize(sender, identity, &route, Action::Notify);
+            (route, allowed)
+        }),
+    };
+    let Some((route, allowed)) = found else {
         return counters.notification_dropped(NotifyDrop::UnknownService);
     };
-    if !hub
-        .registry
-        .authorize(sender, identity, &route, Action::Notify)
-    {
+    if !allowed {
         return counters.notification_dropped(NotifyDrop::NotPermitted);
     }
     let header = RoutedHeader {

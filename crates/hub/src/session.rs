@@ -27,6 +27,7 @@ use crate::metrics::{Counters, NotifyDrop};
 use crate::modules::launch::Peer;
 use crate::outbound::{Class, Pushed};
 use crate::policy::Authenticated;
+use crate::registry::LastRoute;
 use crate::reload;
 use crate::reply;
 use crate::requests;
@@ -57,6 +58,8 @@ pub struct Session {
     bearer: Option<Bearer>,
     /// Which process is at the other end, for launch credentials.
     peer: Peer,
+    /// The service this connection last notified (`Registry::notify_route`).
+    last_notified: LastRoute,
 }
 
 /// Members of `initialize` params, raw so a bad one can be named.
@@ -187,6 +190,7 @@ impl Session {
             conn,
             bearer,
             peer,
+            last_notified: LastRoute::default(),
         }
     }
 
@@ -368,13 +372,20 @@ impl Session {
         Flow::Continue
     }
 
-    fn on_notification(&self, name: &str, params: Option<&RawValue>, layout: &Layout<'_>) {
+    fn on_notification(&mut self, name: &str, params: Option<&RawValue>, layout: &Layout<'_>) {
         let counters = &self.conn.counters;
         let Some(identity) = self.conn.identity() else {
             return counters.notification_dropped(NotifyDrop::NotInitialized);
         };
         match name {
-            method::NOTIFY => router::notify(&self.hub, &self.conn, identity, params, layout),
+            method::NOTIFY => router::notify(
+                &self.hub,
+                &self.conn,
+                identity,
+                params,
+                layout,
+                Some(&mut self.last_notified),
+            ),
             method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
             method::UNSUBSCRIBE => {
                 let channel = object::<RawChannelParams<'_>>(params)

@@ -342,6 +342,41 @@ async fn a_reload_pushes_visibility_changes_as_added_and_removed_hidden() {
     expect_all_silent([&mut explorer, &mut git]).await;
 }
 
+/// A sender's connection keeps the route and the decision of the service
+/// it last notified (`LastRoute`); a reload must re-decide the very next
+/// notification, both ways.
+#[tokio::test]
+async fn a_reload_re_decides_the_next_notification_of_a_sender_that_just_notified() {
+    let hub = hub_with_grants().await;
+    let mut git = hub.client_as("git").await;
+    let service = git.register(json!({})).await;
+    let mut notifier = hub.client_as("notifier").await;
+    let notified = |note: &Msg| note.value["params"]["params"].clone();
+
+    notifier.notify_service(&service, "n", json!(1)).await;
+    assert_eq!(notified(&git.next().await), 1);
+
+    // Without notifier's grant: the same sender, the same service, dropped.
+    let without = GRANTS.replace("from = \"notifier\"", "from = \"stranger\"");
+    assert_ne!(without, GRANTS);
+    hub.reload_with(&without).unwrap();
+    notifier.notify_service(&service, "n", json!(2)).await;
+    expect_result(&notifier.request("ping", json!(null)).await);
+    git.expect_silence(SILENCE).await;
+    assert_eq!(
+        hub.metric("switchboard_notifications_dropped_total{reason=\"not_permitted\"}"),
+        1
+    );
+
+    // The grant back: delivered again, in order.
+    hub.reload_with(GRANTS).unwrap();
+    notifier.notify_service(&service, "n", json!(3)).await;
+    notifier.notify_service(&service, "n", json!(4)).await;
+    assert_eq!(notified(&git.next().await), 3);
+    assert_eq!(notified(&git.next().await), 4);
+    expect_all_silent([&mut notifier, &mut git]).await;
+}
+
 #[tokio::test]
 async fn a_reload_that_removes_a_principal_closes_its_connections() {
     let hub = hub_with_grants().await;

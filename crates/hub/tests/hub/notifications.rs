@@ -135,6 +135,54 @@ async fn notifications_to_unknown_or_removed_services_are_dropped_silently_and_c
     assert_eq!(owner.next().await["params"]["params"], 3);
 }
 
+/// A sender's connection keeps the route of the service it last notified
+/// (`LastRoute`): once that service is unregistered, or its owner is gone,
+/// the very next notification to it is dropped, and a new service is
+/// reached at once.
+#[tokio::test]
+async fn the_next_notification_after_its_service_left_is_dropped() {
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let mut sender = hub.client("sender").await;
+    let first = owner.register(json!({})).await;
+    let second = owner.register(json!({})).await;
+    let received = |note: &Msg| note.value["params"]["params"].clone();
+
+    sender.notify_service(&first, "n", json!(1)).await;
+    sender.notify_service(&first, "n", json!(2)).await;
+    assert_eq!(received(&owner.next().await), 1);
+    assert_eq!(received(&owner.next().await), 2);
+    owner
+        .call("client/unregisterService", json!({"serviceId": first}))
+        .await;
+    sender.notify_service(&first, "n", json!(3)).await;
+    // Back and forth between two services: each reached, in order.
+    sender.notify_service(&second, "n", json!(4)).await;
+    sender.notify_service(&first, "n", json!(5)).await;
+    sender.notify_service(&second, "n", json!(6)).await;
+    assert_eq!(received(&owner.next().await), 4);
+    assert_eq!(received(&owner.next().await), 6);
+
+    // The owner leaves: its service with it.
+    owner.close().await;
+    hub.eventually("the owner's services are gone", |hub| {
+        hub.metric("switchboard_services") == 0
+    })
+    .await;
+    sender.notify_service(&second, "n", json!(7)).await;
+    let mut new_owner = hub.client("new owner").await;
+    let third = new_owner.register(json!({})).await;
+    sender.notify_service(&third, "n", json!(8)).await;
+    assert_eq!(received(&new_owner.next().await), 8);
+
+    expect_result(&sender.request("ping", json!(null)).await);
+    expect_all_silent([&mut sender, &mut new_owner]).await;
+    assert_eq!(
+        hub.metric("switchboard_notifications_dropped_total{reason=\"unknown_service\"}"),
+        3
+    );
+}
+
 #[tokio::test]
 async fn notifications_keep_no_state_in_the_hub() {
     let hub = TestHub::start().await;
