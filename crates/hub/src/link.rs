@@ -42,6 +42,7 @@ use crate::ids;
 use crate::metrics::Counters;
 use crate::outbound::{Batch, Class, Pushed};
 use crate::policy::{token_digest, PrincipalRef};
+use crate::registry::LastRoute;
 use crate::requests;
 use crate::router;
 use crate::state::HubState;
@@ -159,9 +160,17 @@ mod tests {
     }
 }
 
+/// One of the link hub's callers.
+struct Caller {
+    identity: Identity,
+    last_notified: LastRoute,
+}
+
 #[derive(Default)]
 struct Identities {
-    by_sender: std::collections::HashMap<Box<str>, Identity, foldhash::fast::RandomState>,
+    /// Each with the service that caller last notified (`LastRoute`: its
+    /// identity is fixed, so the notify decision can be kept for it).
+    by_sender: std::collections::HashMap<Box<str>, Caller, foldhash::fast::RandomState>,
     /// Scratch for the lookup key.
     key: String,
 }
@@ -320,14 +329,21 @@ impl Link {
                     return Err(Dropped::Malformed);
                 }
                 let mut identities = self.identities.lock();
-                let identity = self.identity(&mut identities, params, &layout)?;
-                router::request(&self.hub, &self.conn, identity, id, params, &layout);
+                let caller = self.caller(&mut identities, params, &layout)?;
+                router::request(&self.hub, &self.conn, &caller.identity, id, params, &layout);
             }
             Message::Notification { method, params } => match &*method.name() {
                 NOTIFICATION => {
                     let mut identities = self.identities.lock();
-                    let identity = self.identity(&mut identities, params, &layout)?;
-                    router::notify(&self.hub, &self.conn, identity, params, &layout, None);
+                    let caller = self.caller(&mut identities, params, &layout)?;
+                    router::notify(
+                        &self.hub,
+                        &self.conn,
+                        &caller.identity,
+                        params,
+                        &layout,
+                        Some(&mut caller.last_notified),
+                    );
                 }
                 method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
                 _ => return Err(Dropped::UnknownMethod),
@@ -339,15 +355,15 @@ impl Link {
         Ok(())
     }
 
-    /// The identity of the remote caller named by a forwarded message's
-    /// `senderClientId` and `senderPrincipal`: that hub's client, with
-    /// `"hub": <that hub>` added to its principal.
-    fn identity<'i, 'm>(
+    /// The remote caller named by a forwarded message's `senderClientId`
+    /// and `senderPrincipal`: that hub's client, with `"hub": <that hub>`
+    /// added to its principal, and the service it last notified.
+    fn caller<'i, 'm>(
         &self,
         identities: &'i mut Identities,
         params: Option<&'m RawValue>,
         layout: &Layout<'m>,
-    ) -> Result<&'i Identity, Dropped> {
+    ) -> Result<&'i mut Caller, Dropped> {
         let params = params
             .filter(|p| p.get().starts_with('{'))
             .ok_or(Dropped::Malformed)?;
@@ -376,9 +392,13 @@ impl Link {
             if by_sender.len() >= MAX_IDENTITIES {
                 by_sender.clear();
             }
-            by_sender.insert(key.as_str().into(), identity);
+            let caller = Caller {
+                identity,
+                last_notified: LastRoute::default(),
+            };
+            by_sender.insert(key.as_str().into(), caller);
         }
-        Ok(&by_sender[key.as_str()])
+        by_sender.get_mut(key.as_str()).ok_or(Dropped::Malformed)
     }
 
     fn new_identity(&self, client_id: &str, principal: &str) -> Result<Identity, Dropped> {

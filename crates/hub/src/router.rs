@@ -81,9 +81,9 @@ impl<'a> RawCall<'a> {
 }
 
 /// Forwards `clientService/notify`. Never answers the sender: every failure
-/// is a silent, counted drop. `last`: the sender's [`LastRoute`], when its
-/// identity is one for the connection's life (not a link's, whose lines
-/// come from many callers).
+/// is a silent, counted drop. `last`: the [`LastRoute`] of this sender (a
+/// session's, or one remote caller's on a link: an identity that never
+/// changes).
 pub fn notify(
     hub: &HubState,
     sender: &Conn,

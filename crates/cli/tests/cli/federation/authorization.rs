@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::{next_non_action, owner, subscribed, wait_added};
-use crate::support::fabric::Fabric;
+use crate::support::fabric::{Fabric, OPEN};
 use crate::support::{metric_value, LineClient};
 
 /// Principals `explorer` and `other` with their tokens.
@@ -130,4 +130,44 @@ fn discovery_is_decided_by_the_observers_grants() {
         ),
         0
     );
+}
+
+/// The owner's hub keeps, for each remote caller, the service it last
+/// notified and the decision (`LastRoute`): a reload there re-decides the
+/// very next notification from another hub, both ways.
+#[test]
+fn a_reload_on_the_owners_hub_re_decides_the_next_notification_from_another_hub() {
+    let fabric = Fabric::new();
+    let grant = "[[grants]]\nfrom = \"b/*\"\nto = \"*\"\nallow = [\"discover\", \"notify\"]\n";
+    let a = fabric.hub("a", grant);
+    let b = fabric.hub("b", OPEN);
+    let (mut owner, service) = owner(&a, json!({}));
+    let (mut sender, snapshot) = subscribed(&b);
+    wait_added(&mut sender, &snapshot, &service);
+    let notify = |sender: &mut LineClient, seq: u64| {
+        sender.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                            "params": {"serviceId": service, "method": "n", "params": seq}}));
+    };
+    let config = fabric.path("a.toml");
+    let with_grant = std::fs::read_to_string(&config).expect("a's config");
+    assert!(with_grant.contains(grant));
+    let reload = |text: &str| {
+        std::fs::write(&config, text).expect("rewrite a's config");
+        let answer = a.line_client().request("hub/reload", Value::Null);
+        assert!(answer["result"].is_object(), "{answer}");
+    };
+
+    notify(&mut sender, 1);
+    assert_eq!(next_non_action(&mut owner)["params"]["params"], 1);
+
+    reload(&with_grant.replace(grant, ""));
+    notify(&mut sender, 2);
+    a.wait_for_metric(
+        "switchboard_notifications_dropped_total{reason=\"not_permitted\"}",
+        1,
+    );
+
+    reload(&with_grant);
+    notify(&mut sender, 3);
+    assert_eq!(next_non_action(&mut owner)["params"]["params"], 3);
 }
