@@ -342,7 +342,7 @@ impl Link {
                         &caller.identity,
                         params,
                         &layout,
-                        Some(&mut caller.last_notified),
+                        &mut caller.last_notified,
                     );
                 }
                 method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),

@@ -90,7 +90,7 @@ pub fn notify(
     identity: &Identity,
     params: Option<&RawValue>,
     layout: &Layout<'_>,
-    last: Option<&mut LastRoute>,
+    last: &mut LastRoute,
 ) {
     let counters = &sender.counters;
     let Ok(RawCall {
@@ -113,18 +113,10 @@ pub fn notify(
     if layout.depth > MAX_FORWARDED_DEPTH {
         return counters.notification_dropped(NotifyDrop::TooDeep);
     }
-    let found = match last {
-        Some(last) => hub
-            .registry
-            .notify_route(last, sender, identity, &service_id),
-        None => hub.registry.route(&service_id).map(|route| {
-            let allowed = hub
-                .registry
-                .authorize(sender, identity, &route, Action::Notify);
-            (route, allowed)
-        }),
-    };
-    let Some((route, allowed)) = found else {
+    let Some((route, allowed)) = hub
+        .registry
+        .notify_route(last, sender, identity, &service_id)
+    else {
         return counters.notification_dropped(NotifyDrop::UnknownService);
     };
     if !allowed {

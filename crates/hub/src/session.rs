@@ -384,7 +384,7 @@ impl Session {
                 identity,
                 params,
                 layout,
-                Some(&mut self.last_notified),
+                &mut self.last_notified,
             ),
             method::CANCEL_REQUEST => requests::cancel(&self.hub, &self.conn, params),
             method::UNSUBSCRIBE => {
