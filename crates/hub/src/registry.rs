@@ -120,7 +120,9 @@ struct Catalog {
 /// was made under, and the caller's identity never changes once set.
 #[derive(Default)]
 pub struct LastRoute {
-    service_id: Box<str>,
+    /// Reused: a sender that alternates between services (a fan-out)
+    /// misses on every message, and should not allocate on each.
+    service_id: String,
     route: Weak<ServiceRoute>,
     policy_generation: u64,
     allowed: bool,
@@ -362,19 +364,18 @@ impl Registry {
         // Read before the policy is: a swap after this read makes the
         // decision below look stale next time, never the other way round.
         let generation = self.policy_generation.load(Ordering::Acquire);
-        if generation == last.policy_generation && *last.service_id == *service_id {
+        if generation == last.policy_generation && last.service_id == service_id {
             if let Some(route) = last.route.upgrade().filter(|route| route.gone().is_none()) {
                 return Some((route, last.allowed));
             }
         }
         let route = self.route(service_id)?;
         let allowed = self.authorize(caller, identity, &route, Action::Notify);
-        *last = LastRoute {
-            service_id: service_id.into(),
-            route: Arc::downgrade(&route),
-            policy_generation: generation,
-            allowed,
-        };
+        last.service_id.clear();
+        last.service_id.push_str(service_id);
+        last.route = Arc::downgrade(&route);
+        last.policy_generation = generation;
+        last.allowed = allowed;
         Some((route, allowed))
     }
 
