@@ -8,16 +8,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncWriteExt;
+use fastwebsockets::{Frame, OpCode, Payload, Role, WebSocket, WebSocketError};
+use futures_util::StreamExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{tcp, TcpStream};
 use tokio::sync::Barrier;
 use tokio::task::JoinHandle;
-use tokio_tungstenite::tungstenite::Message;
 
 use crate::lines::{self, LineBuf};
 use crate::messages;
-use crate::systems::hub::{self, HubConn, Transport, WsStream};
+use crate::systems::hub::{self, HubConn, Transport};
 use crate::systems::System;
 use crate::workloads::{cpu_now, CpuSpent, Placement, Servers, Tally};
 
@@ -205,9 +206,9 @@ async fn open_receivers(
             System::HubWs => {
                 let mut conn = HubConn::connect(&servers.hub.info, Transport::Ws, &name).await?;
                 names.push(conn.register(&name).await?);
-                let ws = conn.into_ws()?;
+                let stream = conn.into_ws()?.into_inner();
                 tasks.push(tokio::spawn(count_frames(
-                    ws,
+                    stream,
                     payload.to_owned(),
                     tally.clone(),
                 )));
@@ -287,21 +288,34 @@ async fn count_lines(
     }
 }
 
-async fn count_frames(mut ws: WsStream, payload: String, tally: Arc<Tally>) {
+/// Counts WebSocket text frames; checks the first one in full. The frames
+/// are read by fastwebsockets, as the hub reads them: the harness costs about
+/// what the Unix one (`count_lines`) does, not a per-message allocation.
+async fn count_frames(stream: TcpStream, payload: String, tally: Arc<Tally>) {
+    let mut ws = WebSocket::after_handshake(stream, Role::Client);
+    ws.set_max_message_size(64 << 20);
     let mut checked = false;
-    while let Some(frame) = ws.next().await {
-        match frame {
-            Ok(Message::Text(text)) => {
+    loop {
+        match ws.read_frame().await {
+            Ok(frame) if frame.opcode == OpCode::Text && frame.fin => {
                 if !checked {
                     checked = true;
-                    if let Err(error) = hub::check_notification(text.as_bytes(), &payload) {
+                    if let Err(error) = hub::check_notification(&frame.payload, &payload) {
                         tally.problem(format!("{error:#}"));
                     }
                 }
                 tally.add(1);
             }
-            Ok(Message::Close(_)) | Err(_) => return,
-            Ok(_) => {}
+            Ok(frame) if frame.opcode == OpCode::Close => return,
+            Ok(frame) if matches!(frame.opcode, OpCode::Ping | OpCode::Pong) => {}
+            Ok(frame) => {
+                return tally.problem(format!(
+                    "the hub sent a frame other than one whole text message ({:?}, fin {})",
+                    frame.opcode, frame.fin
+                ));
+            }
+            Err(WebSocketError::ConnectionClosed | WebSocketError::UnexpectedEOF) => return,
+            Err(error) => return tally.problem(format!("reading the hub's frames: {error}")),
         }
     }
 }
@@ -326,14 +340,12 @@ async fn count_nats(
 
 /// One sender, connected and with its messages pre-built.
 enum Sender {
-    Lines {
-        write: OwnedWriteHalf,
+    /// A round of messages, framed for the wire once: lines for a Unix
+    /// socket, masked text frames for a WebSocket.
+    Bytes {
+        write: Box<dyn AsyncWrite + Send + Unpin>,
         round: Vec<u8>,
         per_round: u64,
-    },
-    Ws {
-        sink: futures_util::stream::SplitSink<WsStream, Message>,
-        round: Vec<Message>,
     },
     Nats {
         client: async_nats::Client,
@@ -385,17 +397,13 @@ async fn open_sender(
         }
         (System::HubWs, Endpoints::Hub(ids)) => {
             let conn = HubConn::connect(&servers.hub.info, Transport::Ws, &name).await?;
-            let (sink, stream) = conn.into_ws()?.split();
-            tasks.push(tokio::spawn(expect_no_frames(stream, tally.clone())));
-            let frames: Vec<Message> = ids
+            let (read, write) = conn.into_ws()?.into_inner().into_split();
+            tasks.push(tokio::spawn(expect_no_frames(read, tally.clone())));
+            let messages: Vec<String> = ids
                 .iter()
-                .map(|id| Message::text(messages::hub_notify(id, payload)))
+                .map(|id| messages::hub_notify(id, payload))
                 .collect();
-            let len = round_len(frames[0].len(), frames.len());
-            let round = (0..len)
-                .map(|i| frames[(i + index) % frames.len()].clone())
-                .collect();
-            Sender::Ws { sink, round }
+            frame_sender(write, &messages, index)
         }
         (System::Nats, Endpoints::Nats(subjects)) => {
             let client = servers.nats.connect().await?;
@@ -420,8 +428,28 @@ fn line_sender(write: OwnedWriteHalf, lines: &[String], offset: usize) -> Sender
         round.extend_from_slice(lines[(i + offset) % lines.len()].as_bytes());
         round.push(b'\n');
     }
-    Sender::Lines {
-        write,
+    Sender::Bytes {
+        write: Box::new(write),
+        round,
+        per_round: len as u64,
+    }
+}
+
+/// A round of text frames, each masked as a client must (fastwebsockets
+/// draws each frame's mask and writes the frame). The round is sent again
+/// and again, masks included: the hub unmasks whatever mask a frame names.
+fn frame_sender(write: tcp::OwnedWriteHalf, messages: &[String], offset: usize) -> Sender {
+    let len = round_len(messages[0].len(), messages.len());
+    let mut round = Vec::with_capacity(len * (messages[0].len() + 14));
+    let mut scratch = Vec::new();
+    for i in 0..len {
+        let message = messages[(i + offset) % messages.len()].as_bytes();
+        let mut frame = Frame::text(Payload::Borrowed(message));
+        frame.mask();
+        round.extend_from_slice(frame.write(&mut scratch));
+    }
+    Sender::Bytes {
+        write: Box::new(write),
         round,
         per_round: len as u64,
     }
@@ -433,7 +461,7 @@ impl Sender {
     async fn blast(mut self, deadline: Instant) -> anyhow::Result<(u64, Sender)> {
         let mut sent = 0u64;
         match &mut self {
-            Sender::Lines {
+            Sender::Bytes {
                 write,
                 round,
                 per_round,
@@ -441,15 +469,6 @@ impl Sender {
                 while Instant::now() < deadline {
                     write.write_all(round).await?;
                     sent += *per_round;
-                }
-            }
-            Sender::Ws { sink, round } => {
-                while Instant::now() < deadline {
-                    for frame in round.iter() {
-                        sink.feed(frame.clone()).await?;
-                    }
-                    sink.flush().await?;
-                    sent += round.len() as u64;
                 }
             }
             Sender::Nats {
@@ -487,18 +506,20 @@ async fn expect_silence(mut read: OwnedReadHalf, mut buf: LineBuf, tally: Arc<Ta
     }
 }
 
-async fn expect_no_frames(
-    mut stream: futures_util::stream::SplitStream<WsStream>,
-    tally: Arc<Tally>,
-) {
-    while let Some(frame) = stream.next().await {
-        match frame {
-            Ok(Message::Text(text)) => tally.problem(format!(
+async fn expect_no_frames(read: tcp::OwnedReadHalf, tally: Arc<Tally>) {
+    // Its write half is the sender's; a pong or close it would owe is left
+    // unsent (the hub sends neither).
+    let (mut frames, _) =
+        fastwebsockets::after_handshake_split(read, tokio::io::sink(), Role::Client);
+    let mut owed = |_| async { Ok::<_, WebSocketError>(()) };
+    while let Ok(frame) = frames.read_frame(&mut owed).await {
+        match frame.opcode {
+            OpCode::Text | OpCode::Binary => tally.problem(format!(
                 "a sender got a message back: {}",
-                hub::excerpt(text.as_bytes())
+                hub::excerpt(&frame.payload)
             )),
-            Ok(Message::Close(_)) | Err(_) => return,
-            Ok(_) => {}
+            OpCode::Close => return,
+            _ => {}
         }
     }
 }
