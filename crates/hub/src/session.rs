@@ -212,7 +212,7 @@ impl Session {
 
     /// Handles one complete line (without its `\n`).
     pub fn on_message(&mut self, bytes: &[u8]) -> Flow {
-        self.on_text(bytes, false)
+        self.on_text(Text::Bytes(bytes), false)
     }
 
     /// Handles one complete WebSocket message. Unlike a line it may hold
@@ -221,23 +221,33 @@ impl Session {
     /// replaced by spaces, the same JSON. The decoder's walk says whether
     /// it does, so the usual frame costs no scan of its own.
     pub fn on_frame(&mut self, bytes: &[u8]) -> Flow {
-        self.on_text(bytes, true)
+        self.on_text(Text::Bytes(bytes), true)
     }
 
-    fn on_text(&mut self, bytes: &[u8], may_hold_line_feeds: bool) -> Flow {
+    /// [`Session::on_frame`] of a message whose UTF-8 the frame reader
+    /// already checked (a whole text frame): not checked again.
+    pub fn on_text_frame(&mut self, text: &str) -> Flow {
+        self.on_text(Text::Utf8(text), true)
+    }
+
+    fn on_text(&mut self, text: Text<'_>, may_hold_line_feeds: bool) -> Flow {
         // JSON whitespace only: a form feed around a message is -32700.
-        let bytes = json::trim_space(bytes);
+        let text = text.trim_space();
+        let bytes = text.bytes();
         if bytes.is_empty() {
             return Flow::Continue;
         }
         let mut layout = Layout::default();
-        let decoded = jsonrpc::decode_indexed(bytes, &mut layout);
+        let decoded = match text {
+            Text::Bytes(bytes) => jsonrpc::decode_indexed(bytes, &mut layout),
+            Text::Utf8(text) => jsonrpc::decode_text_indexed(text, &mut layout),
+        };
         if may_hold_line_feeds && layout.line_feed {
             let flattened: Vec<u8> = bytes
                 .iter()
                 .map(|&b| if b == b'\n' { b' ' } else { b })
                 .collect();
-            return self.on_text(&flattened, false);
+            return self.on_text(Text::Bytes(&flattened), false);
         }
         Counters::inc(&self.conn.counters.messages_received);
         Counters::add(&self.conn.counters.bytes_received, bytes.len());
@@ -737,6 +747,32 @@ fn require_direct(identity: &Identity, what: &str) -> Result<(), ErrorObject> {
 /// Logs one inbound message (`log_payloads = true`), except the ones that
 /// may carry a token (`initialize`, or anything naming `authToken`): tokens
 /// are never logged.
+/// A message as read: bytes, or text whose UTF-8 was already checked.
+#[derive(Clone, Copy)]
+enum Text<'a> {
+    Bytes(&'a [u8]),
+    Utf8(&'a str),
+}
+
+impl<'a> Text<'a> {
+    fn bytes(self) -> &'a [u8] {
+        match self {
+            Text::Bytes(bytes) => bytes,
+            Text::Utf8(text) => text.as_bytes(),
+        }
+    }
+
+    /// Without the JSON whitespace around it ([`json::trim_space`]).
+    fn trim_space(self) -> Self {
+        match self {
+            Text::Bytes(bytes) => Text::Bytes(json::trim_space(bytes)),
+            Text::Utf8(text) => {
+                Text::Utf8(text.trim_matches(|c: char| u8::try_from(c).is_ok_and(json::is_space)))
+            }
+        }
+    }
+}
+
 fn log_payload(conn: &Conn, bytes: &[u8]) {
     let carries_token = memchr::memmem::find(bytes, b"authToken").is_some()
         || matches!(

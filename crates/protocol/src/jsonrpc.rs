@@ -212,6 +212,28 @@ pub fn decode_indexed<'a>(
             message: "message is not valid JSON: it is not UTF-8".into(),
         });
     };
+    decode_object(text, layout)
+}
+
+/// [`decode_indexed`] of a text already known to be UTF-8 (a WebSocket
+/// text frame, which the frame reader checked): the same decode without a
+/// second UTF-8 check (~140 instructions of a 300-byte notification).
+pub fn decode_text_indexed<'a>(
+    text: &'a str,
+    layout: &mut Layout<'a>,
+) -> Result<Message<'a>, DecodeError<'a>> {
+    let first = text.bytes().find(|&b| !json::is_space(b));
+    if first != Some(b'{') {
+        return Err(not_an_object(text.as_bytes(), first));
+    }
+    decode_object(text, layout)
+}
+
+/// Decodes a UTF-8 text that starts, after whitespace, with `{`.
+fn decode_object<'a>(
+    text: &'a str,
+    layout: &mut Layout<'a>,
+) -> Result<Message<'a>, DecodeError<'a>> {
     let envelope = Envelope::walk(text, layout).map_err(|error| DecodeError {
         code: ErrorCode::ParseError,
         id: None,
@@ -589,6 +611,35 @@ mod tests {
         assert_eq!(code_of(b"[\"\xff\"]"), ErrorCode::ParseError);
         assert_eq!(code_of(b"[1,]"), ErrorCode::ParseError);
         assert_eq!(decode(b"[1]").unwrap_err().reason, "batch");
+    }
+
+    #[test]
+    fn a_text_known_to_be_utf8_decodes_as_its_bytes_do() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            r#" {"jsonrpc":"2.0","method":"x","params":{"é": ["ü",2]}} "#,
+            r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","method":"m","params":{"p":[1,]}}"#,
+            "{\"jsonrpc\":\"2.0\",\n\"method\":\"m\"}",
+            "\x0c{}",
+            "[1]",
+            "[1,]",
+            "17",
+            "nope",
+            "",
+        ] {
+            let (mut from_bytes, mut from_text) = (Layout::default(), Layout::default());
+            assert_eq!(
+                format!("{:?}", decode_indexed(text.as_bytes(), &mut from_bytes)),
+                format!("{:?}", decode_text_indexed(text, &mut from_text)),
+                "{text}"
+            );
+            assert_eq!(
+                (from_bytes.depth, from_bytes.line_feed),
+                (from_text.depth, from_text.line_feed)
+            );
+        }
     }
 
     #[test]

@@ -240,7 +240,17 @@ async fn read_frames<R, W>(
         let handled = frame.as_ref().map_or(0, |frame| frame.payload.len() + 2);
         let flow = match frame {
             Ok(frame) => match (frame.opcode, frame.fin, &mut fragments) {
-                (OpCode::Text | OpCode::Binary, true, None) => session.on_frame(&frame.payload),
+                (OpCode::Text, true, None) => {
+                    // SAFETY: fastwebsockets hands over a whole text frame
+                    // only once its payload passed its UTF-8 check
+                    // (`Frame::is_utf8`; otherwise `InvalidUTF8`), so it is
+                    // UTF-8. The test
+                    // `a_text_frame_that_is_not_utf8_closes_only_its_connection`
+                    // holds the reader to it.
+                    let text = unsafe { std::str::from_utf8_unchecked(&frame.payload) };
+                    session.on_text_frame(text)
+                }
+                (OpCode::Binary, true, None) => session.on_frame(&frame.payload),
                 (OpCode::Text | OpCode::Binary, false, None) => {
                     fragments = Some(frame.payload.to_vec());
                     Flow::Continue
@@ -263,6 +273,17 @@ async fn read_frames<R, W>(
                 _ => Flow::Close,
             },
             Err(WebSocketError::FrameTooLarge) => session.too_large(None),
+            Err(WebSocketError::InvalidUTF8) => {
+                // RFC 6455 §7.4.1: 1007, a text message that is not UTF-8.
+                let close = async {
+                    let mut bytes = Vec::new();
+                    let reason = b"a text frame must be UTF-8";
+                    let length = Frame::close(1007, reason).write(&mut bytes).len();
+                    writer.lock().await.control(&bytes[..length], true).await
+                };
+                let _ = tokio::time::timeout(transport::FLUSH_GRACE, close).await;
+                Flow::Close
+            }
             Err(_) => Flow::Close,
         };
         if flow == Flow::Close {

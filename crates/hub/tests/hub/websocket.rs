@@ -211,6 +211,69 @@ async fn a_message_in_fragments_is_assembled_and_bounded_as_a_whole() {
 }
 
 #[tokio::test]
+async fn a_text_frame_that_is_not_utf8_closes_only_its_connection() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::HeaderValue;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::Message;
+
+    let hub = TestHub::start().await;
+    let mut owner = hub.client("owner").await;
+    let service = owner.register(json!({})).await;
+    // A notification to the owner with one byte that is not UTF-8 (0xff)
+    // inside a string: the hub must not take it for text.
+    let mut not_utf8 = format!(
+        r#"{{"jsonrpc":"2.0","method":"clientService/notify","params":{{"serviceId":"{service}","method":"m","params":"?"}}}}"#
+    )
+    .into_bytes();
+    let at = not_utf8.iter().position(|&b| b == b'?').unwrap();
+    not_utf8[at] = 0xff;
+
+    // In a binary frame the hub's decoder finds it: -32700, and the
+    // connection carries on.
+    let mut binary = hub.ws_connect("binary").await;
+    binary.initialize_ok(Some(&hub.token)).await;
+    binary.send_binary(&not_utf8).await;
+    let answer = binary.next().await;
+    expect_error(&answer, code::PARSE_ERROR);
+    assert_eq!(answer["id"], Value::Null);
+
+    // In a text frame the frame reader finds it: the connection is closed
+    // with 1007, nothing reaches the owner.
+    let mut request = hub.ws.as_str().into_client_request().unwrap();
+    request.headers_mut().insert(
+        "Authorization",
+        HeaderValue::from_str(&bearer(&hub.token)).unwrap(),
+    );
+    let (mut text, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let frame = Frame::message(not_utf8.clone(), OpCode::Data(Data::Text), true);
+    text.send(Message::Frame(frame)).await.unwrap();
+    let close = tokio::time::timeout(WAIT, async {
+        loop {
+            match text.next().await {
+                Some(Ok(Message::Close(close))) => return close,
+                Some(Ok(_)) => {}
+                other => panic!("no close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("the hub closes a connection that sent a text frame that is not UTF-8");
+    assert_eq!(close.map(|close| u16::from(close.code)), Some(1007));
+
+    // The owner got neither message; the binary sender still routes.
+    expect_all_silent([&mut owner, &mut binary]).await;
+    binary
+        .notify_service(&service, "m", json!("still here"))
+        .await;
+    let note = owner.next().await;
+    assert_eq!(note["params"]["params"], "still here");
+    assert_hub_routes(&hub).await;
+}
+
+#[tokio::test]
 async fn healthz_answers_ok_and_metrics_serve_prometheus_text() {
     let hub = TestHub::start().await;
     let mut owner = hub.client("owner").await;
