@@ -744,9 +744,6 @@ fn require_direct(identity: &Identity, what: &str) -> Result<(), ErrorObject> {
     }
 }
 
-/// Logs one inbound message (`log_payloads = true`), except the ones that
-/// may carry a token (`initialize`, or anything naming `authToken`): tokens
-/// are never logged.
 /// A message as read: bytes, or text whose UTF-8 was already checked.
 #[derive(Clone, Copy)]
 enum Text<'a> {
@@ -773,6 +770,9 @@ impl<'a> Text<'a> {
     }
 }
 
+/// Logs one inbound message (`log_payloads = true`), except the ones that
+/// may carry a token (`initialize`, or anything naming `authToken`): tokens
+/// are never logged.
 fn log_payload(conn: &Conn, bytes: &[u8]) {
     let carries_token = memchr::memmem::find(bytes, b"authToken").is_some()
         || matches!(

@@ -248,6 +248,17 @@ async fn a_text_frame_that_is_not_utf8_closes_only_its_connection() {
         HeaderValue::from_str(&bearer(&hub.token)).unwrap(),
     );
     let (mut text, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    // Initialized, so that the same bytes taken for text would be routed.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersions": ["1.0.0"], "clientInfo": {"name": "text"}}});
+    text.send(Message::text(initialize.to_string()))
+        .await
+        .unwrap();
+    let answer = tokio::time::timeout(WAIT, text.next()).await.unwrap();
+    let Some(Ok(Message::Text(answer))) = answer else {
+        panic!("no answer to initialize: {answer:?}");
+    };
+    assert!(answer.contains("\"result\""), "{answer}");
     let frame = Frame::message(not_utf8.clone(), OpCode::Data(Data::Text), true);
     text.send(Message::Frame(frame)).await.unwrap();
     let close = tokio::time::timeout(WAIT, async {
