@@ -753,6 +753,14 @@ mod tests {
         let second = register();
         assert_eq!(notify_route(&second), Some((second.to_string(), true)));
         assert_eq!(notify_route(&second), Some((second.to_string(), true)));
+        // A sender moving between two services (a fan-out) gets each
+        // service's own route, on a miss and on the hit after it.
+        let third = register();
+        for id in [&third, &third, &second, &third, &second, &second] {
+            assert_eq!(notify_route(id), Some((id.to_string(), true)));
+        }
+        registry.unregister(&git, &third).expect("unregistered");
+        assert_eq!(notify_route(&third), None);
         registry.replace_policy(policy(false));
         assert_eq!(notify_route(&second), Some((second.to_string(), false)));
         registry.replace_policy(policy(true));

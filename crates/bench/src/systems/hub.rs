@@ -341,6 +341,16 @@ impl HubConn {
         }
     }
 
+    /// The WebSocket's TCP stream, for a hot loop that frames and reads
+    /// frames itself. tokio-tungstenite's read buffer is dropped with it,
+    /// which loses nothing only while the hub has nothing unread on the way:
+    /// so after the answers to this connection's setup calls, before it is
+    /// sent anything else (a byte lost would break the next frame, and the
+    /// loop reading it reports that).
+    pub fn into_tcp(self) -> anyhow::Result<TcpStream> {
+        Ok(self.into_ws()?.into_inner())
+    }
+
     pub fn into_ws(self) -> anyhow::Result<WsStream> {
         match self.link {
             Link::Ws(ws) => Ok(*ws),

@@ -206,7 +206,7 @@ async fn open_receivers(
             System::HubWs => {
                 let mut conn = HubConn::connect(&servers.hub.info, Transport::Ws, &name).await?;
                 names.push(conn.register(&name).await?);
-                let stream = conn.into_ws()?.into_inner();
+                let stream = conn.into_tcp()?;
                 tasks.push(tokio::spawn(count_frames(
                     stream,
                     payload.to_owned(),
@@ -397,7 +397,7 @@ async fn open_sender(
         }
         (System::HubWs, Endpoints::Hub(ids)) => {
             let conn = HubConn::connect(&servers.hub.info, Transport::Ws, &name).await?;
-            let (read, write) = conn.into_ws()?.into_inner().into_split();
+            let (read, write) = conn.into_tcp()?.into_split();
             tasks.push(tokio::spawn(expect_no_frames(read, tally.clone())));
             let messages: Vec<String> = ids
                 .iter()
