@@ -224,8 +224,9 @@ impl Session {
         self.on_text(Text::Bytes(bytes), true)
     }
 
-    /// [`Session::on_frame`] of a message whose UTF-8 the frame reader
-    /// already checked (a whole text frame): not checked again.
+    /// [`Session::on_frame`] of a text message whose UTF-8 the frame reader
+    /// already checked (a whole text frame, or one assembled from
+    /// fragments): not checked again.
     pub fn on_text_frame(&mut self, text: &str) -> Flow {
         self.on_text(Text::Utf8(text), true)
     }

@@ -219,7 +219,7 @@ async fn read_frames<R, W>(
         async move { writer.lock().await.control(&bytes, close).await }
     };
     // A message split over several frames, while it is being assembled.
-    let mut fragments: Option<Vec<u8>> = None;
+    let mut fragments: Option<Fragments> = None;
     // Made once: a frame is much smaller than a Unix read, and a fresh
     // cancellation future per frame cost ~300 instructions a message.
     let stopped = conn.out.reader_stopped();
@@ -252,17 +252,30 @@ async fn read_frames<R, W>(
                 }
                 (OpCode::Binary, true, None) => session.on_frame(&frame.payload),
                 (OpCode::Text | OpCode::Binary, false, None) => {
-                    fragments = Some(frame.payload.to_vec());
+                    fragments = Some(Fragments {
+                        text: frame.opcode == OpCode::Text,
+                        bytes: frame.payload.to_vec(),
+                    });
                     Flow::Continue
                 }
                 (OpCode::Continuation, fin, Some(message)) => {
-                    let size = message.len() + frame.payload.len();
+                    let size = message.bytes.len() + frame.payload.len();
                     if size > max {
                         session.too_large(Some(size))
                     } else {
-                        message.extend_from_slice(&frame.payload);
+                        message.bytes.extend_from_slice(&frame.payload);
                         match fin.then(|| fragments.take()).flatten() {
-                            Some(message) => session.on_frame(&message),
+                            // fastwebsockets checks the UTF-8 of whole text
+                            // frames only: an assembled text message is
+                            // checked here, as a character may straddle two
+                            // fragments.
+                            Some(Fragments { text: true, bytes }) => {
+                                match std::str::from_utf8(&bytes) {
+                                    Ok(text) => session.on_text_frame(text),
+                                    Err(_) => close_not_utf8(&writer).await,
+                                }
+                            }
+                            Some(Fragments { bytes, .. }) => session.on_frame(&bytes),
                             None => Flow::Continue,
                         }
                     }
@@ -273,17 +286,7 @@ async fn read_frames<R, W>(
                 _ => Flow::Close,
             },
             Err(WebSocketError::FrameTooLarge) => session.too_large(None),
-            Err(WebSocketError::InvalidUTF8) => {
-                // RFC 6455 §7.4.1: 1007, a text message that is not UTF-8.
-                let close = async {
-                    let mut bytes = Vec::new();
-                    let reason = b"a text frame must be UTF-8";
-                    let length = Frame::close(1007, reason).write(&mut bytes).len();
-                    writer.lock().await.control(&bytes[..length], true).await
-                };
-                let _ = tokio::time::timeout(transport::FLUSH_GRACE, close).await;
-                Flow::Close
-            }
+            Err(WebSocketError::InvalidUTF8) => close_not_utf8(&writer).await,
             Err(_) => Flow::Close,
         };
         if flow == Flow::Close {
@@ -307,6 +310,26 @@ async fn read_frames<R, W>(
             tokio::task::yield_now().await;
         }
     }
+}
+
+/// A message whose first frame was not its last, while it is assembled.
+struct Fragments {
+    /// It began with a text frame (else binary), so it must be UTF-8.
+    text: bool,
+    bytes: Vec<u8>,
+}
+
+/// RFC 6455 §8.1: a text message that is not UTF-8 fails the connection
+/// with 1007 (given at most `FLUSH_GRACE` to go out).
+async fn close_not_utf8<W: AsyncWrite + Unpin>(writer: &SharedWriter<W>) -> Flow {
+    let close = async {
+        let mut bytes = Vec::new();
+        let reason = b"a text message must be UTF-8";
+        let length = Frame::close(1007, reason).write(&mut bytes).len();
+        writer.lock().await.control(&bytes[..length], true).await
+    };
+    let _ = tokio::time::timeout(transport::FLUSH_GRACE, close).await;
+    Flow::Close
 }
 
 /// Bytes of frames a reader handles between two yields.
