@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use switchboard_acp::{AcpOptions, FrontLimits, ModelOptions};
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 
 use crate::serve::DirArgs;
 
@@ -66,7 +66,7 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
         std::env::current_exe().context("cannot find the switchboard binary for job guards")?;
     let defaults = FrontLimits::default();
     let options = AcpOptions {
-        hub_dir: dir::resolve(args.dir.dir.as_deref()),
+        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
         model: ModelOptions {
             base_url: args.model_url,
             model: args.model,

@@ -4,13 +4,13 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 use switchboard_client::{Client, ConnectOptions, Endpoint, Error};
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 
 use crate::serve::DirArgs;
 
 /// The hub directory `--dir` (or the default rule) names, absolute.
 pub fn hub_dir(args: &DirArgs) -> PathBuf {
-    dir::resolve(args.dir.as_deref())
+    dir::hub_dir(args.dir.as_deref())
 }
 
 /// Connects with the `direct` token from `hub.json`; `command` names the

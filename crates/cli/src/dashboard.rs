@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use anyhow::{bail, Context};
 use serde_json::json;
 use switchboard_client::protocol::hub::{method, DashboardLoginResult};
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 
 use crate::connect;
 use crate::output::emit;

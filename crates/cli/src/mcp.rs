@@ -1,7 +1,7 @@
 //! `switchboard mcp`: an MCP server on stdio in front of the hub's tool
 //! providers (logic in `switchboard-mcp`).
 
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 
 use crate::serve::DirArgs;
 
@@ -13,7 +13,7 @@ pub struct McpArgs {
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let options = switchboard_mcp::GatewayOptions {
-        hub_dir: dir::resolve(args.dir.dir.as_deref()),
+        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
     };
     switchboard_mcp::run_gateway(options).await?;
     Ok(())

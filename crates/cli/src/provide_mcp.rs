@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 
 use anyhow::Context;
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +28,7 @@ pub async fn provide_mcp(args: ProvideMcpArgs) -> anyhow::Result<()> {
     let mut parts = args.command.into_iter();
     let command = parts.next().context("no MCP server command after --")?;
     let options = switchboard_mcp::ProvideOptions {
-        hub_dir: dir::resolve(args.dir.dir.as_deref()),
+        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
         namespace: args.namespace,
         command,
         args: parts.collect(),

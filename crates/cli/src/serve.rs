@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use switchboard_dashboard::Dashboard;
+use switchboard_discovery as dir;
 use switchboard_federation::{FederationOptions, Prepared};
 use switchboard_hub::config::FederationSection;
-use switchboard_hub::dir;
 use switchboard_hub::server::RemoteOptions;
-use switchboard_hub::{Config, Hub, HubOptions};
+use switchboard_hub::{AddOns, Config, Hub, HubOptions};
+use switchboard_modules::Modules;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
@@ -113,13 +115,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         None => None,
     };
     let options = HubOptions {
-        dir: dir::resolve(args.dir.dir.as_deref()),
+        dir: dir::hub_dir(args.dir.dir.as_deref()),
         ws: (!args.no_ws).then_some(args.ws),
         remote: remote_options(&args)?,
         config: args.config,
         federated: prepared.as_ref().map(Prepared::federated),
     };
-    let hub = match Hub::start(options).await {
+    let add_ons = AddOns {
+        observer: Some(Dashboard::new()),
+        supervisor: Some(Modules::new()),
+    };
+    let hub = match Hub::start_with(options, add_ons).await {
         Ok(hub) => hub,
         Err(error) => {
             if let Some(prepared) = prepared {
@@ -149,7 +155,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 /// Asks the hub to reload through `hub/reload`, so a bad config is reported
 /// here instead of only in the hub's log.
 pub async fn reload(args: DirArgs) -> anyhow::Result<()> {
-    let dir = dir::resolve(args.dir.as_deref());
+    let dir = dir::hub_dir(args.dir.as_deref());
     let info =
         dir::read_info(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
     let stream = UnixStream::connect(&info.socket)

@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 use switchboard_client::protocol::discovery::HubInfo;
 use switchboard_client::protocol::modules::ModuleStatus;
-use switchboard_hub::dir;
+use switchboard_discovery as dir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use switchboard_protocol::discovery::{self, HubInfo};
+use switchboard_protocol::discovery::HubInfo;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpStream, UnixStream};
@@ -31,40 +31,13 @@ pub enum Endpoint {
     WebSocket { url: String, token: Option<String> },
 }
 
-/// Reads `hub.json` from a hub directory.
+/// Reads `hub.json` from a hub directory (`None`: the directory rule).
 pub fn read_hub_info(dir: Option<&Path>) -> Result<HubInfo, Error> {
-    read_info_in(&resolve_dir(dir))
-}
-
-/// The hub directory `dir` names, by the directory rule.
-fn resolve_dir(dir: Option<&Path>) -> PathBuf {
-    discovery::hub_dir(dir, |name| std::env::var_os(name), current_uid())
+    read_info_in(&switchboard_discovery::hub_dir(dir))
 }
 
 fn read_info_in(dir: &Path) -> Result<HubInfo, Error> {
-    let path = dir.join(discovery::INFO_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|error| {
-        Error::Discovery(format!(
-            "cannot read {} ({error}); is `switchboard serve` running on {}?",
-            path.display(),
-            dir.display()
-        ))
-    })?;
-    serde_json::from_str(&text)
-        .map_err(|error| Error::Discovery(format!("{} is malformed: {error}", path.display())))
-}
-
-fn current_uid() -> u32 {
-    // Reading the process's uid from /proc keeps this crate free of libc.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(1)?.parse().ok())
-        })
-        .unwrap_or(0)
+    switchboard_discovery::read_info(dir).map_err(|error| Error::Discovery(error.to_string()))
 }
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -83,7 +56,7 @@ pub(crate) enum Writer {
 pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<String>), Error> {
     match endpoint {
         Endpoint::Dir(dir) => {
-            let dir = resolve_dir(dir.as_deref());
+            let dir = switchboard_discovery::hub_dir(dir.as_deref());
             let info = read_info_in(&dir)?;
             let token = match crate::launch::init() {
                 Some(launch) if launch.is_for(&dir) => launch.secret().to_owned(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_client::protocol::error::GoneReason;
 use switchboard_client::{handler_fn, reply, CatalogEvent, Client, ErrorKind, RequestOptions};
-use switchboard_test_support::{TestHub, WAIT};
+use switchboard_testkit::{TestHub, WAIT};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 

@@ -132,28 +132,31 @@ impl Admission {
         transport: Transport,
         limits: &Limits,
     ) -> Result<Arc<Conn>, ShuttingDown> {
-        let conn = self.insert(Some(slot), transport, limits)?;
+        let bounds = (limits.notify_shed_bytes, limits.slow_consumer_bytes);
+        let conn = self.insert(Some(slot), transport, bounds)?;
         self.accepted.fetch_add(1, Ordering::Relaxed);
         Ok(conn)
     }
 
-    /// A connection the hub makes for itself (a federation link, the
+    /// A connection the hub makes for itself (a federation link, a
     /// catalog feed): in the table like any other, so shutdown closes it and
-    /// scrapes count its queue and requests, but without a slot.
+    /// scrapes count its queue and requests, but without a slot. Its queue
+    /// sheds notifications past `shed_bytes` and closes past `max_bytes`.
     pub fn admit_internal(
         &self,
         transport: Transport,
-        limits: &Limits,
+        shed_bytes: u64,
+        max_bytes: u64,
     ) -> Result<Arc<Conn>, ShuttingDown> {
         debug_assert!(!transport.is_client());
-        self.insert(None, transport, limits)
+        self.insert(None, transport, (shed_bytes, max_bytes))
     }
 
     fn insert(
         &self,
         slot: Option<ConnectionSlot>,
         transport: Transport,
-        limits: &Limits,
+        (shed_bytes, max_bytes): (u64, u64),
     ) -> Result<Arc<Conn>, ShuttingDown> {
         let mut table = self.table.lock();
         if table.closed {
@@ -162,11 +165,7 @@ impl Admission {
             }
             return Err(ShuttingDown);
         }
-        let out = Outbound::new(
-            limits.notify_shed_bytes,
-            limits.slow_consumer_bytes,
-            transport.framing(),
-        );
+        let out = Outbound::new(shed_bytes, max_bytes, transport.framing());
         let conn = Conn::new(ids::next_conn_id(), transport, out, self.allocated.clone());
         table.open.insert(
             conn.id,

@@ -32,7 +32,8 @@ pub enum Transport {
     /// Another hub of a federation (`link.rs`): its queue is drained by the
     /// federation, not by a socket writer.
     Link,
-    /// The federation's own view of the catalog (`link.rs`, `CatalogFeed`).
+    /// A view of the whole catalog (`observe.rs`, `CatalogFeed`): the
+    /// federation's, a dashboard page's.
     Feed,
 }
 
@@ -60,7 +61,7 @@ impl Transport {
             Transport::WebSocket => "websocket",
             Transport::Remote => "remote",
             Transport::Link => "hub link",
-            Transport::Feed => "federation feed",
+            Transport::Feed => "catalog feed",
         }
     }
 }

@@ -1,8 +1,8 @@
-//! The hub directory: where it is, the single-instance lock, `hub.json`.
+//! The hub directory as the hub owns it: created, locked, `hub.json`
+//! written. Where it is and how `hub.json` is read are
+//! `switchboard-discovery`'s, shared with every client.
 //!
-//! `<dir>` is `--dir`, else `$SWITCHBOARD_DIR`, else
-//! `$XDG_RUNTIME_DIR/switchboard`, else `/tmp/switchboard-<uid>`. The hub
-//! creates it 0700 and refuses one owned by another user. A live hub holds an
+//! The hub creates the directory 0700 and refuses one owned by another user. A live hub holds an
 //! exclusive `flock` on `<dir>/hub.lock` for its whole life; the kernel drops
 //! it when the process dies, however it dies, so a stale socket or `hub.json`
 //! left by a crash is recognised as stale by taking the lock.
@@ -13,6 +13,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use switchboard_discovery::{current_uid, read_info};
 pub use switchboard_protocol::discovery::{HubInfo, INFO_FILE, SOCKET_FILE};
 pub const LOCK_FILE: &str = "hub.lock";
 
@@ -30,36 +31,6 @@ pub enum DirError {
         path: PathBuf,
         error: io::Error,
     },
-}
-
-/// The directory rule of the spec, made absolute; creates nothing.
-pub fn resolve(explicit: Option<&Path>) -> PathBuf {
-    let dir = switchboard_protocol::discovery::hub_dir(
-        explicit,
-        |name| std::env::var_os(name),
-        current_uid(),
-    );
-    std::path::absolute(&dir).unwrap_or(dir)
-}
-
-pub fn current_uid() -> u32 {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    unsafe { libc::getuid() }
-}
-
-/// Reads `<dir>/hub.json`.
-pub fn read_info(dir: &Path) -> Result<HubInfo, DirError> {
-    let path = dir.join(INFO_FILE);
-    let text = fs::read_to_string(&path).map_err(|source| DirError::Io {
-        what: "cannot read",
-        path: path.clone(),
-        error: source,
-    })?;
-    serde_json::from_str(&text).map_err(|error| DirError::Io {
-        what: "malformed",
-        path,
-        error: io::Error::new(io::ErrorKind::InvalidData, error),
-    })
 }
 
 /// A hub directory this process owns: created, locked, and cleaned on drop.

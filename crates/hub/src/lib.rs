@@ -14,19 +14,25 @@
 //! - `outbound`: per-connection queues and the overload policy;
 //! - `state`, `teardown`, `reload`, `scrape`: the shared state, a
 //!   connection's end and shutdown, config reloads, metrics;
-//! - `dashboard`: the page under `/ui/` and `switchboard top`'s data;
-//! - [`policy`] and [`config`]: principals, tokens and grants;
-//! - [`modules`]: the processes the hub starts, proves and restarts;
-//! - [`dir`]: the hub directory, lock and `hub.json`;
+//! - [`policy`] and [`config`]: principals, tokens and grants (and the
+//!   add-ons' sections: `[modules.NAME]`, `[dashboard]`, `[federation]`);
+//! - [`dir`]: the hub directory, lock and `hub.json`.
+//!
+//! Add-ons live in crates of their own and enter through one door each:
 //! - [`link`]: what a federation (the `switchboard-federation` crate) may
-//!   do to a running hub: other hubs as link connections, the catalog feed.
+//!   do to a running hub: other hubs as link connections;
+//! - [`observe`]: what an observer (the `switchboard-dashboard` crate) may
+//!   read, and what the hub asks of it;
+//! - [`supervise`]: what a supervisor of modules (the `switchboard-modules`
+//!   crate) may do, and what the hub asks of it.
 
 pub mod config;
 pub mod dir;
 pub mod link;
-pub mod modules;
+pub mod observe;
 pub mod policy;
 pub mod server;
+pub mod supervise;
 
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -35,7 +41,6 @@ pub mod fuzzing;
 mod admission;
 mod channels;
 mod conn;
-mod dashboard;
 mod federated;
 mod ids;
 mod metrics;
@@ -56,5 +61,5 @@ mod wire;
 pub use config::Config;
 pub use dir::HubInfo;
 pub use scrape::Bookkeeping;
-pub use server::{Federated, FederationMetrics, Hub, HubOptions, StartError};
+pub use server::{AddOns, Federated, FederationMetrics, Hub, HubOptions, StartError};
 pub use state::HubState;

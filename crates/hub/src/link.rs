@@ -14,9 +14,10 @@
 //!   owner (answers to what this hub forwarded). Closing a link is a
 //!   connection leaving: its services are removed (`disconnected`), what
 //!   was pending on it fails with -32052, what it asked is cancelled.
-//! - A [`CatalogFeed`] is the catalog as the federation sees it: a
-//!   subscription with the `direct` principal's view, so its snapshot plus
-//!   actions are exactly the local changes to publish.
+//! - A [`CatalogFeed`] (`observe.rs`, shared with the dashboard) is the
+//!   catalog as the federation sees it: a subscription with the `direct`
+//!   principal's view, so its snapshot plus actions are exactly the local
+//!   changes to publish.
 //!
 //! Invariant: nothing here awaits but [`Link::next_batch`],
 //! [`Link::let_destinations_drain`] and [`CatalogFeed::next_batch`], which
@@ -38,10 +39,9 @@ use switchboard_protocol::{scan, Principal};
 
 use crate::admission::ShuttingDown;
 use crate::conn::{Conn, Identity, Transport};
-use crate::ids;
 use crate::metrics::Counters;
-use crate::outbound::{Batch, Class, Pushed};
-use crate::policy::{token_digest, PrincipalRef};
+use crate::outbound::Batch;
+use crate::policy::PrincipalRef;
 use crate::registry::LastRoute;
 use crate::requests;
 use crate::router;
@@ -49,6 +49,8 @@ use crate::state::HubState;
 use crate::teardown;
 use crate::transport;
 use crate::wire;
+
+pub use crate::observe::CatalogFeed;
 
 /// `clientService/notification`, the method a hub forwards notifications as.
 const NOTIFICATION: &str = "clientService/notification";
@@ -178,7 +180,12 @@ struct Identities {
 impl Link {
     /// Opens a link to hub `peer` (a hub name, `config::is_hub_name`).
     pub fn open(hub: &Arc<HubState>, peer: &str) -> Result<Link, ShuttingDown> {
-        let conn = hub.admission.admit_internal(Transport::Link, &hub.limits)?;
+        let limits = &hub.limits;
+        let conn = hub.admission.admit_internal(
+            Transport::Link,
+            limits.notify_shed_bytes,
+            limits.slow_consumer_bytes,
+        )?;
         tracing::debug!(peer, "federation link opened");
         Ok(Link {
             hub: hub.clone(),
@@ -476,63 +483,5 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         self.close();
-    }
-}
-
-/// The local catalog as the federation sees it: a subscription with the
-/// `direct` principal's view (every service), delivered as the catalog's
-/// own lines (the `subscribe` response, then `action` notifications).
-pub struct CatalogFeed {
-    hub: Arc<HubState>,
-    conn: Arc<Conn>,
-}
-
-impl CatalogFeed {
-    /// Subscribes; the first batch starts with the snapshot (a response
-    /// with id 0: `{"snapshot": {...}}`).
-    pub fn open(hub: &Arc<HubState>) -> Result<CatalogFeed, ShuttingDown> {
-        let conn = hub.admission.admit_internal(Transport::Feed, &hub.limits)?;
-        let direct = hub.registry.policy().authenticate(Some(hub.direct_token()));
-        let principal = direct.map_or_else(
-            || PrincipalRef::new(Principal::Direct),
-            |direct| direct.principal,
-        );
-        let identity = Identity::new(
-            ids::mint(&hub.client_id_prefix),
-            principal,
-            Some(token_digest(hub.direct_token())),
-        );
-        let _ = conn.set_identity(identity);
-        hub.registry.subscribe(&conn, |snapshot, _| {
-            let _: Pushed = conn.out.push(Class::Essential, |buf| {
-                let mut result = String::with_capacity(snapshot.len() + 16);
-                result.push_str("{\"snapshot\":");
-                result.push_str(snapshot);
-                result.push('}');
-                wire::result(buf, "0", &result);
-            });
-        });
-        Ok(CatalogFeed {
-            hub: hub.clone(),
-            conn,
-        })
-    }
-
-    /// Waits for catalog lines and swaps them into `buf` (must be empty);
-    /// `false` once the feed is closed (shutdown, or it fell too far
-    /// behind: then open another, whose snapshot says where things are).
-    pub async fn next_batch(&self, buf: &mut Vec<u8>) -> bool {
-        matches!(self.conn.out.next_batch(buf).await, Batch::Write)
-    }
-
-    pub fn written(&self, buf: &mut Vec<u8>) {
-        self.conn.out.written(buf);
-    }
-}
-
-impl Drop for CatalogFeed {
-    fn drop(&mut self) {
-        teardown::disconnect(&self.hub, &self.conn);
-        teardown::release(&self.hub, &self.conn);
     }
 }

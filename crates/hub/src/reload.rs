@@ -20,7 +20,7 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
     if config.limits != hub.limits {
         tracing::warn!("the config's [limits] changed; they apply when the hub restarts");
     }
-    if config.dashboard != *hub.dashboard.config() {
+    if config.dashboard != hub.dashboard_config {
         tracing::warn!("the config's [dashboard] changed; it applies when the hub restarts");
     }
     let policy = Arc::new(config.policy(hub.direct_token()));
@@ -30,7 +30,11 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
     hub.set_log_payloads(config.log_payloads);
     // The supervisor starts, stops and restarts modules on its own time;
     // the answer says what it was asked to do.
-    let modules = hub.modules.reload(config.modules);
+    let modules = hub
+        .supervisor
+        .as_ref()
+        .map(|supervisor| supervisor.reload(config.modules))
+        .unwrap_or_default();
 
     let conns = hub.admission.open().to_vec();
     let mut closed = 0;
@@ -41,7 +45,10 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
         let still_valid = match &identity.token_digest {
             Some(digest) => policy
                 .principal_for_digest(digest)
-                .or_else(|| hub.modules.launches().principal_for_digest(digest))
+                .or_else(|| {
+                    let supervisor = hub.supervisor.as_ref()?;
+                    supervisor.principal_for_digest(digest)
+                })
                 .is_some_and(|p| p.principal == identity.principal.principal),
             None => policy.allows_unverified(),
         };

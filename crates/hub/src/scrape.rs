@@ -55,8 +55,9 @@ impl HubState {
             .chain(open.iter().map(|c| &c.counters));
         let mut text = metrics::render(counters, &gauges);
         drop(open);
-        let services = self.registry.reserved_service_counts();
-        self.modules.render_metrics(&services, &mut text);
+        if let Some(supervisor) = &self.supervisor {
+            supervisor.render_metrics(&mut text);
+        }
         if let Some(federated) = &self.federated {
             federated.metrics.render_metrics(&mut text);
         }

@@ -10,13 +10,14 @@ use tokio::net::TcpListener;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
-use crate::dashboard;
 use crate::dir::{DirError, HubDir, HubInfo};
 pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
+use crate::observe::{HubView, Observer};
 use crate::reload;
 use crate::requests;
 use crate::state::HubState;
+use crate::supervise::{SupervisedHub, Supervisor};
 use crate::teardown;
 use crate::transport::tls::{self, TlsError};
 use crate::transport::{http, unix};
@@ -29,7 +30,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct HubOptions {
-    /// The hub directory (see `dir::resolve`).
+    /// The hub directory (`switchboard_discovery::hub_dir`).
     pub dir: PathBuf,
     /// Where the WebSocket (and metrics) listener binds; `None` disables it.
     pub ws: Option<SocketAddr>,
@@ -41,6 +42,20 @@ pub struct HubOptions {
     /// The remote listener (WebSocket over TLS, named principals only);
     /// `None`: off.
     pub remote: Option<RemoteOptions>,
+}
+
+/// The add-ons a hub holds, each reaching it through its own door. The
+/// federation is not among them: it drives a running hub from outside,
+/// through `link.rs`.
+#[derive(Clone, Default)]
+pub struct AddOns {
+    /// What observes the hub (the `switchboard-dashboard` crate):
+    /// `observe.rs` is all it reaches.
+    pub observer: Option<Arc<dyn Observer>>,
+    /// What runs `[modules.NAME]` (the `switchboard-modules` crate):
+    /// `supervise.rs` is all it reaches. Without one, the config's modules
+    /// are not started.
+    pub supervisor: Option<Arc<dyn Supervisor>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -69,9 +84,15 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Takes the directory, reads the config, binds both listeners, starts
-    /// serving and finally writes `hub.json` (so its presence means "ready").
+    /// A hub without add-ons: no dashboard, no modules.
     pub async fn start(options: HubOptions) -> Result<Hub, StartError> {
+        Hub::start_with(options, AddOns::default()).await
+    }
+
+    /// Takes the directory, reads the config, attaches the observer, binds
+    /// the listeners, starts serving, writes `hub.json` (so its presence
+    /// means "ready") and finally starts the modules.
+    pub async fn start_with(options: HubOptions, add_ons: AddOns) -> Result<Hub, StartError> {
         let mut dir = HubDir::acquire(options.dir)?;
         let config = match &options.config {
             Some(path) => Config::load(path)?,
@@ -83,7 +104,14 @@ impl Hub {
             options.config.clone(),
             token.clone(),
             options.federated.clone(),
+            add_ons.observer,
+            add_ons.supervisor,
         ));
+        let tasks = TaskTracker::new();
+        // Before the listeners: the observer's routes are part of the port.
+        if let Some(observer) = &state.observer {
+            observer.attach(HubView::new(&state), &tasks);
+        }
 
         let socket = dir.socket_path();
         let unix_listener = unix::bind(&socket).map_err(|source| StartError::Listen {
@@ -112,7 +140,6 @@ impl Hub {
             None => None,
         };
 
-        let tasks = TaskTracker::new();
         tasks.spawn(unix::accept_loop(
             state.clone(),
             unix_listener,
@@ -136,7 +163,6 @@ impl Hub {
             url
         });
         tasks.spawn(requests::run_timers(state.clone()));
-        tasks.spawn(dashboard::run_sampler(state.clone()));
 
         let info = HubInfo {
             version: 1,
@@ -157,18 +183,14 @@ impl Hub {
             "hub ready"
         );
         // Modules start once the hub is reachable, and never hold up its start.
-        // Weak: the hub's state owns the supervisor's channel, and the
-        // supervisor must not keep the state alive.
-        let hub_dir = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
-        let hub = Arc::downgrade(&state);
-        let run_ended = Box::new(move |digest: &[u8; 32]| {
-            if let Some(hub) = hub.upgrade() {
-                teardown::close_authenticated_with(&hub, digest);
-            }
-        });
-        state
-            .modules
-            .start(config.modules, hub_dir, &tasks, run_ended);
+        if let Some(supervisor) = &state.supervisor {
+            let hub_dir = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
+            supervisor.start(SupervisedHub::new(&state, hub_dir), config.modules, &tasks);
+        } else if !config.modules.is_empty() {
+            tracing::warn!(
+                "the config names modules, but this hub runs no supervisor; they are not started"
+            );
+        }
         Ok(Hub {
             state,
             dir,
@@ -196,7 +218,9 @@ impl Hub {
     /// flush (bounded), remove `hub.json` and the socket.
     pub async fn shutdown(mut self) {
         tracing::info!("shutting down");
-        self.state.modules.shutdown().await;
+        if let Some(supervisor) = &self.state.supervisor {
+            supervisor.shutdown().await;
+        }
         teardown::begin_shutdown(&self.state);
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())

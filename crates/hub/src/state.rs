@@ -14,14 +14,14 @@ use switchboard_protocol::Limits;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::Admission;
-use crate::config::Config;
+use crate::config::{Config, DashboardConfig};
 use crate::conn::Timers;
-use crate::dashboard::state::Dashboard;
 use crate::federated::Federated;
 use crate::metrics::Counters;
-use crate::modules::Modules;
+use crate::observe::Observer;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
+use crate::supervise::Supervisor;
 
 pub struct HubState {
     /// Fixed at start; a reload that changes them logs that a restart applies them.
@@ -33,12 +33,15 @@ pub struct HubState {
     pub counters: Counters,
     /// The open connections and the slots they hold.
     pub admission: Admission,
-    /// Login codes, sessions, the sampler's history and ticks (`dashboard/`).
-    pub dashboard: Dashboard,
+    /// The `[dashboard]` section the hub started with (a reload that
+    /// changes it logs that a restart applies it).
+    pub dashboard_config: DashboardConfig,
     /// The config file `reload` re-reads (`None`: defaults only).
     pub config_path: Option<PathBuf>,
-    /// The supervised modules and their live launch credentials.
-    pub modules: Modules,
+    /// The add-on that observes the hub (the dashboard), if any (`observe.rs`).
+    pub observer: Option<Arc<dyn Observer>>,
+    /// The add-on that supervises modules, if any (`supervise.rs`).
+    pub supervisor: Option<Arc<dyn Supervisor>>,
     direct_token: String,
     /// Replaced by each reload.
     log_payloads: AtomicBool,
@@ -58,6 +61,8 @@ impl HubState {
         config_path: Option<PathBuf>,
         direct_token: String,
         federated: Option<Federated>,
+        observer: Option<Arc<dyn Observer>>,
+        supervisor: Option<Arc<dyn Supervisor>>,
     ) -> Self {
         let policy = Arc::new(config.policy(&direct_token));
         // On a hub of a federation, ids name the hub: the other hubs check
@@ -72,9 +77,10 @@ impl HubState {
             forward_ids: ForwardIds::default(),
             counters: Counters::default(),
             admission: Admission::new(config.limits.max_connections),
-            dashboard: Dashboard::new(&config.dashboard),
+            dashboard_config: config.dashboard.clone(),
             config_path,
-            modules: Modules::default(),
+            observer,
+            supervisor,
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),

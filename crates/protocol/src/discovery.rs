@@ -1,10 +1,7 @@
-//! How a client finds the hub: the directory rule and `hub.json`.
-//!
-//! Pure functions over values the caller supplies (environment, uid), so
-//! the hub and every client apply the same rule without this crate doing I/O.
+//! What `hub.json` holds: how to reach a hub. (Where the file is, and
+//! reading it, are `switchboard-discovery`'s.)
 
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,49 +31,4 @@ pub struct HubInfo {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FederationInfo {
     pub name: String,
-}
-
-/// The hub directory: `explicit` (`--dir`), else `$SWITCHBOARD_DIR`, else
-/// `$XDG_RUNTIME_DIR/switchboard`, else `/tmp/switchboard-<uid>`.
-pub fn hub_dir(
-    explicit: Option<&Path>,
-    env: impl Fn(&str) -> Option<OsString>,
-    uid: u32,
-) -> PathBuf {
-    if let Some(dir) = explicit {
-        return dir.to_owned();
-    }
-    let set = |name: &str| env(name).filter(|value| !value.is_empty());
-    if let Some(dir) = set("SWITCHBOARD_DIR") {
-        return PathBuf::from(dir);
-    }
-    if let Some(runtime) = set("XDG_RUNTIME_DIR") {
-        return Path::new(&runtime).join("switchboard");
-    }
-    PathBuf::from(format!("/tmp/switchboard-{uid}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn directory_rule_in_order() {
-        let none = |_: &str| None;
-        assert_eq!(hub_dir(None, none, 7), PathBuf::from("/tmp/switchboard-7"));
-        let xdg = |name: &str| (name == "XDG_RUNTIME_DIR").then(|| OsString::from("/run/user/7"));
-        assert_eq!(
-            hub_dir(None, xdg, 7),
-            PathBuf::from("/run/user/7/switchboard")
-        );
-        let both = |name: &str| match name {
-            "XDG_RUNTIME_DIR" => Some(OsString::from("/run/user/7")),
-            "SWITCHBOARD_DIR" => Some(OsString::from("/srv/sb")),
-            _ => None,
-        };
-        assert_eq!(hub_dir(None, both, 7), PathBuf::from("/srv/sb"));
-        assert_eq!(hub_dir(Some(Path::new("/x")), both, 7), PathBuf::from("/x"));
-        let empty = |_: &str| Some(OsString::new());
-        assert_eq!(hub_dir(None, empty, 7), PathBuf::from("/tmp/switchboard-7"));
-    }
 }

@@ -645,7 +645,7 @@ async fn the_log_carries_no_colour_codes_when_stderr_is_not_a_terminal() {
     let hub = HubProcess::start();
     let client = hub.client("test").await;
     let sidecar = Sidecar::start(&hub, &client, "plain", &["--repo", repo.path_str()]).await;
-    switchboard_test_support::eventually("the sidecar to log that it serves", || {
+    switchboard_testkit::eventually("the sidecar to log that it serves", || {
         sidecar.log().contains("serving")
     })
     .await;

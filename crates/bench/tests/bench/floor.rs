@@ -3,7 +3,7 @@
 use crate::support::TestFloor;
 use switchboard_bench::lines::LineBuf;
 use switchboard_bench::systems::floor;
-use switchboard_test_support::within;
+use switchboard_testkit::within;
 use tokio::io::AsyncWriteExt;
 use tokio::net::unix::OwnedReadHalf;
 

@@ -6,7 +6,7 @@ use switchboard_bench::lines::{self, After};
 use switchboard_bench::messages::{self, RequestTemplate};
 use switchboard_bench::systems::hub::{self, HubConn, Transport};
 use switchboard_bench::workloads::request;
-use switchboard_test_support::{within, TestHub};
+use switchboard_testkit::{within, TestHub};
 use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::tungstenite::Message;
 

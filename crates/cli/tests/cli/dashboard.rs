@@ -334,7 +334,7 @@ async fn top_shows_services_and_connections_in_a_terminal() {
     };
     let command = format!(
         "{} top --dir {}",
-        switchboard_test_support::switchboard_binary().display(),
+        switchboard_testkit::switchboard_binary().display(),
         hub.dir_arg()
     );
     let started = tmux.run(&[

@@ -13,8 +13,8 @@ use crate::support::{metric_value, read_hub_json, HubProcess, WAIT};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{json, Value};
 use switchboard_client::{handler_fn, reply, CatalogEvent, Error, ErrorKind, RequestOptions};
-use switchboard_test_support::clients::connect_dir;
-use switchboard_test_support::eventually;
+use switchboard_testkit::clients::connect_dir;
+use switchboard_testkit::eventually;
 
 const CALLERS: u64 = 10;
 const REQUESTS_PER_CALLER: u64 = 100;

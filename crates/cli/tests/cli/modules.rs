@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use switchboard_client::protocol::modules::ModuleState;
 use switchboard_client::protocol::Principal;
 use switchboard_client::{Client, ConnectOptions, Endpoint, ErrorKind};
-use switchboard_test_support::eventually;
+use switchboard_testkit::eventually;
 
 use crate::support::mcp::test_server_bin;
 use crate::support::modules::{
@@ -553,7 +553,7 @@ fn service_install_writes_a_unit_that_systemd_verifies() {
     let config = root.path().join("my config.toml");
     std::fs::write(&config, "").unwrap();
     let with_env = |args: &[&str]| {
-        std::process::Command::new(switchboard_test_support::switchboard_binary())
+        std::process::Command::new(switchboard_testkit::switchboard_binary())
             .args(args)
             .env("XDG_CONFIG_HOME", &config_home)
             .output()
@@ -569,7 +569,7 @@ fn service_install_writes_a_unit_that_systemd_verifies() {
     ]);
     assert!(printed.status.success(), "{printed:?}");
     let unit = String::from_utf8(printed.stdout).unwrap();
-    let binary = switchboard_test_support::switchboard_binary();
+    let binary = switchboard_testkit::switchboard_binary();
     let binary = binary.canonicalize().unwrap();
     assert!(
         unit.contains(&format!(

@@ -11,7 +11,7 @@ use std::path::Path;
 
 use crate::support::*;
 use serde_json::{json, Value};
-use switchboard_test_support::http::{self, HttpResponse};
+use switchboard_testkit::http::{self, HttpResponse};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest, Message, WebSocket};
 
 /// A string that appears nowhere else, to grep the log for.

@@ -39,7 +39,6 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
-use crate::dashboard;
 use crate::state::HubState;
 use crate::transport::response::text;
 use crate::transport::socket::Socket;
@@ -133,14 +132,15 @@ fn router(hub: Arc<HubState>) -> Router {
     let mut routes = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics));
-    if let Some(pages) = dashboard::routes(&hub) {
+        .route("/metrics", get(metrics))
+        .with_state(hub.clone());
+    // The observer's pages (the dashboard's `/ui/`), behind the same guard.
+    if let Some(pages) = hub.observer.as_ref().and_then(|observer| observer.routes()) {
         routes = routes.merge(pages);
     }
     routes
         .fallback(fallback)
-        .layer(middleware::from_fn_with_state(hub.clone(), guard))
-        .with_state(hub)
+        .layer(middleware::from_fn_with_state(hub, guard))
 }
 
 /// Origin and Host checks, before any route runs; and every answer,

@@ -608,7 +608,7 @@ async fn over_the_remote_listener_a_named_principal_connects_and_the_direct_toke
     let temp = tempfile::tempdir().unwrap();
     let (cert, key, der) = self_signed(temp.path());
     let explorer = token_of("explorer");
-    let hub = switchboard_test_support::TestHub::builder()
+    let hub = switchboard_testkit::TestHub::builder()
         .config(&format!("[principals.explorer]\ntoken = \"{explorer}\"\n"))
         .remote(cert, key)
         .start()

@@ -1,6 +1,7 @@
 //! `ARCHITECTURE.md` is the map of the code; this test keeps it whole, as
 //! rust-analyzer's tidy tests do: every workspace crate has an entry that
-//! states its invariant, and every module of `crates/hub` is named.
+//! states its invariant, the arrows between crates it draws are the
+//! crates' own dependencies, and every module of `crates/hub` is named.
 
 use std::path::{Path, PathBuf};
 
@@ -104,5 +105,91 @@ fn every_module_of_the_hub_is_on_the_map() {
     assert!(
         missing.is_empty(),
         "crates/hub modules missing from ARCHITECTURE.md's hub table: {missing:?}"
+    );
+}
+
+/// The `switchboard-*` crates a member depends on (`[dependencies]` only:
+/// tests and features aside), by their folder name (`hub`, `client`).
+fn dependencies_of(member: &str) -> Vec<String> {
+    let manifest = std::fs::read_to_string(workspace_root().join(member).join("Cargo.toml"))
+        .expect("the member's Cargo.toml");
+    let mut in_dependencies = false;
+    let mut found = Vec::new();
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_dependencies = line == "[dependencies]";
+            continue;
+        }
+        if !in_dependencies {
+            continue;
+        }
+        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+        if let Some(crate_name) = name.strip_prefix("switchboard-") {
+            found.push(crate_name.to_owned());
+        }
+    }
+    found.sort();
+    found
+}
+
+/// The arrows the map draws: its table `| crate | uses |`, one row per
+/// member, `` `name` `` cells (`—` for none).
+fn drawn_arrows(map: &str) -> Vec<(String, Vec<String>)> {
+    let start = map
+        .find("| crate | uses |")
+        .expect("a `| crate | uses |` table in ARCHITECTURE.md's code map");
+    let names = |cell: &str| -> Vec<String> {
+        let mut names: Vec<String> = cell
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names
+    };
+    map[start..]
+        .lines()
+        .skip(2)
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let member = names(cells.get(1)?).into_iter().next()?;
+            Some((member, names(cells.get(2)?)))
+        })
+        .collect()
+}
+
+#[test]
+fn the_map_draws_every_crates_dependencies() {
+    let map = map();
+    let drawn = drawn_arrows(&map);
+    let mut wrong = Vec::new();
+    for member in workspace_members() {
+        let short = member.rsplit('/').next().unwrap().to_owned();
+        let actual = dependencies_of(&member);
+        match drawn.iter().find(|(name, _)| *name == short) {
+            None => wrong.push(format!("{member}: no row in the `| crate | uses |` table")),
+            Some((_, arrows)) if *arrows != actual => wrong.push(format!(
+                "{member}: the map draws {arrows:?}, its Cargo.toml uses {actual:?}"
+            )),
+            Some(_) => {}
+        }
+    }
+    for (name, _) in &drawn {
+        if !workspace_members()
+            .iter()
+            .any(|m| m.ends_with(&format!("/{name}")))
+        {
+            wrong.push(format!(
+                "the table has a row for `{name}`, which is no workspace member"
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "ARCHITECTURE.md's arrows differ from the crates:\n{}",
+        wrong.join("\n")
     );
 }

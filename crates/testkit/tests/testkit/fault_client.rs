@@ -5,7 +5,7 @@
 use std::process::Stdio;
 
 use serde_json::Value;
-use switchboard_test_support::{TestHub, WAIT};
+use switchboard_testkit::{TestHub, WAIT};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 

@@ -4,4 +4,5 @@
 
 mod architecture_map;
 mod fault_client;
+mod mcp_test_server;
 mod soak;

@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use switchboard_test_support::TestHub;
+use switchboard_testkit::TestHub;
 use tokio::process::Command;
 
 /// The soak runs 4 s of traffic between idle phases and a connections

@@ -1,6 +1,6 @@
 //! Shared setup for the sidecar tests: a real Git repository made with the
 //! git CLI and `git-sidecar` as a child process, on a `switchboard serve`
-//! process (`switchboard_test_support::HubProcess`) with an SDK client in
+//! process (`switchboard_testkit::HubProcess`) with an SDK client in
 //! the test. Every wait is bounded by [`WAIT`].
 
 #![allow(dead_code)] // each test uses a different part of this module
@@ -10,7 +10,7 @@ use std::process::Stdio;
 
 use serde_json::Value;
 use switchboard_client::{CatalogEvent, Client, Selector};
-pub use switchboard_test_support::{switchboard_binary, HubProcess, WAIT};
+pub use switchboard_testkit::{switchboard_binary, HubProcess, WAIT};
 use tokio::process::{Child, Command};
 
 pub fn sidecar_binary() -> &'static str {

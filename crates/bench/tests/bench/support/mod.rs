@@ -1,5 +1,5 @@
 //! The floor relay on a temporary socket (the hub comes from
-//! `switchboard_test_support`).
+//! `switchboard_testkit`).
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -210,7 +210,7 @@ async fn no_process_of_any_job_survives_a_sigkill_of_the_front() {
     }
 
     editor.kill().await;
-    switchboard_test_support::eventually(
+    switchboard_testkit::eventually(
         "every job process is gone after kill -9 of the front",
         || pids.iter().all(|pid| process_gone(*pid)),
     )

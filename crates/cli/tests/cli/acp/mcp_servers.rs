@@ -259,7 +259,7 @@ async fn a_sessions_servers_stop_with_it_and_with_the_front() {
     );
 
     editor.kill().await;
-    switchboard_test_support::eventually("the server is gone after kill -9 of the front", || {
+    switchboard_testkit::eventually("the server is gone after kill -9 of the front", || {
         process_gone(pids[1])
     })
     .await;

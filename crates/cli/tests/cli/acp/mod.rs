@@ -3,7 +3,7 @@
 //! scripted OpenAI-compatible model server on loopback.
 //!
 //! One module per concern, one support module of its own (the hub itself
-//! comes from `switchboard_test_support`).
+//! comes from `switchboard_testkit`).
 
 mod support;
 

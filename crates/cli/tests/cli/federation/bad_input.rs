@@ -6,7 +6,7 @@ use std::process::Command;
 use async_nats::jetstream::{self, kv};
 use bytes::Bytes;
 use serde_json::{json, Value};
-use switchboard_test_support::switchboard_binary;
+use switchboard_testkit::switchboard_binary;
 
 use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN};

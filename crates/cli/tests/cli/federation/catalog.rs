@@ -165,7 +165,7 @@ fn snapshot_plus_actions_rebuild_the_catalog_while_another_hub_churns() {
     // same ids, not only as many: B may still list one A just removed and
     // not yet one A just added).
     let kept_ids: std::collections::BTreeSet<&str> = kept.iter().map(String::as_str).collect();
-    let fresh = switchboard_test_support::wait::poll(
+    let fresh = switchboard_testkit::wait::poll(
         || {
             let (_, fresh) = subscribed(&b);
             let ids: std::collections::BTreeSet<&str> = fresh
@@ -267,7 +267,7 @@ fn heartbeats_keep_services_listed_without_updates() {
     // / 3); wait for several, past one TTL.
     let writes = || metric_value(&a.metrics(), "switchboard_federation_kv_writes_total");
     let before = writes();
-    switchboard_test_support::wait::poll(
+    switchboard_testkit::wait::poll(
         || (writes() >= before + 8).then_some(()),
         || format!("A never renewed its keys:\n{}", a.metrics()),
     );
@@ -285,7 +285,7 @@ fn heartbeats_keep_services_listed_without_updates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_hub_answers_the_nats_service_api_with_its_name() {
     use futures::StreamExt;
-    use switchboard_test_support::within;
+    use switchboard_testkit::within;
     let fabric = Fabric::new();
     let _a = fabric.hub("a", OPEN);
     let _b = fabric.hub("b", OPEN);

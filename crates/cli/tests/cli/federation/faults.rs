@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use switchboard_test_support::{switchboard_binary, wait::poll};
+use switchboard_testkit::{switchboard_binary, wait::poll};
 
 use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN, TTL};
@@ -67,7 +67,7 @@ fn a_killed_hubs_services_leave_within_the_ttl_and_its_pending_requests_fail_onc
 
     a.kill();
     // The reads below wait at most WAIT, ten times the TTL.
-    assert!(TTL * 10 <= switchboard_test_support::WAIT);
+    assert!(TTL * 10 <= switchboard_testkit::WAIT);
 
     for client in [&mut on_b, &mut on_c] {
         // Its service leaves, `disconnected`, and every request fails once.

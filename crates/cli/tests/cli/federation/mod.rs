@@ -10,7 +10,7 @@ mod permissions;
 mod routing;
 
 use serde_json::{json, Value};
-use switchboard_test_support::{HubProcess, LineClient};
+use switchboard_testkit::{HubProcess, LineClient};
 
 /// A line client of `hub` with its `direct` token, subscribed to the
 /// catalog; returns it and the services of its snapshot.

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN};
 use crate::support::metric_value;
-use switchboard_test_support::NatsServer;
+use switchboard_testkit::NatsServer;
 
 /// The permissions `docs/federation.md` gives hub `name`'s NATS user.
 fn user(name: &str) -> String {
@@ -123,7 +123,7 @@ async fn with_a_nats_user_per_hub_the_fabric_works_and_no_hub_speaks_for_another
 
     // A hub whose NATS user is refused does not start: a clear error,
     // without the password.
-    let output = std::process::Command::new(switchboard_test_support::switchboard_binary())
+    let output = std::process::Command::new(switchboard_testkit::switchboard_binary())
         .args(["serve", "--dir"])
         .arg(fabric.path("c-refused"))
         .args(["--ws", "127.0.0.1:0", "--hub-name", "c", "--nats"])

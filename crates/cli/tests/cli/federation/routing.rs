@@ -442,7 +442,7 @@ fn lines_larger_than_nats_carries_fail_at_once_or_are_dropped_and_counted() {
     const BIG: usize = 10_000;
     let mut fabric = Fabric::new();
     // NATS carries at most 8 KiB per message; the hubs' own bound is far above.
-    fabric.nats = switchboard_test_support::NatsServer::start_with_config("max_payload: 8192\n");
+    fabric.nats = switchboard_testkit::NatsServer::start_with_config("max_payload: 8192\n");
     let a = fabric.hub("a", OPEN);
     let b = fabric.hub("b", OPEN);
     let (mut owner, service) = owner(&a, json!({}));
@@ -505,7 +505,7 @@ fn a_hub_that_stops_taking_lines_holds_back_the_sending_hub_within_its_window() 
     const WINDOW: u64 = 4 << 20;
     const MAX_PAYLOAD: u64 = 1 << 20;
     let mut fabric = Fabric::new();
-    fabric.nats = switchboard_test_support::NatsServer::start_with_config("max_pending: 16MB\n");
+    fabric.nats = switchboard_testkit::NatsServer::start_with_config("max_pending: 16MB\n");
     // A stays listed while it is stopped.
     let ttl = std::time::Duration::from_secs(60);
     let a = fabric.hub_builder_with_ttl("a", OPEN, ttl).start();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use base64::Engine;
 use futures::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use switchboard_test_support::WAIT;
+use switchboard_testkit::WAIT;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -94,7 +94,7 @@ impl Browser {
         // Chromium writes its DevTools port and path into the profile once
         // it listens: `PORT\n/devtools/browser/ID`.
         let port_file = profile.path().join("DevToolsActivePort");
-        let endpoint = switchboard_test_support::wait::poll(
+        let endpoint = switchboard_testkit::wait::poll(
             || {
                 let text = std::fs::read_to_string(&port_file).ok()?;
                 let mut lines = text.lines();

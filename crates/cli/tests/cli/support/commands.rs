@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{ExitStatus, Stdio};
 use std::sync::mpsc;
 
-use switchboard_test_support::{switchboard_binary, WAIT};
+use switchboard_testkit::{switchboard_binary, WAIT};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
 

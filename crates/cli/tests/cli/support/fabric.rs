@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchboard_client::{Catalog, CatalogEvent, Client, ServiceInfo};
-use switchboard_test_support::{within, HubProcess, NatsServer};
+use switchboard_testkit::{within, HubProcess, NatsServer};
 
 /// `serviceTtlMs` of every test fabric.
 pub const TTL: Duration = Duration::from_millis(2000);
@@ -41,11 +41,7 @@ impl Fabric {
     }
 
     /// The builder of hub `name`, for a test that starts it itself.
-    pub fn hub_builder(
-        &self,
-        name: &str,
-        config: &str,
-    ) -> switchboard_test_support::HubProcessBuilder {
+    pub fn hub_builder(&self, name: &str, config: &str) -> switchboard_testkit::HubProcessBuilder {
         self.hub_builder_with_ttl(name, config, TTL)
     }
 
@@ -56,7 +52,7 @@ impl Fabric {
         name: &str,
         config: &str,
         ttl: Duration,
-    ) -> switchboard_test_support::HubProcessBuilder {
+    ) -> switchboard_testkit::HubProcessBuilder {
         let config = self.config_with_ttl(name, config, ttl);
         let url = if self.users {
             self.nats.url_as(name, &format!("{name}-secret"))

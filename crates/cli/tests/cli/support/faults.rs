@@ -10,8 +10,8 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use switchboard_test_support::wait::poll;
-use switchboard_test_support::workspace_binary;
+use switchboard_testkit::wait::poll;
+use switchboard_testkit::workspace_binary;
 
 /// A `hub-fault-client` process and the events it printed so far.
 pub struct FaultClient {

@@ -18,8 +18,8 @@ use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::Value;
 use switchboard_client::{Client, Selector};
-pub use switchboard_test_support::{eventually, HubProcess, WAIT};
-use switchboard_test_support::{switchboard_binary, workspace_binary};
+pub use switchboard_testkit::{eventually, HubProcess, WAIT};
+use switchboard_testkit::{switchboard_binary, workspace_binary};
 use tokio::sync::Notify;
 
 /// Child processes log at `warn` unless the test run sets `RUST_LOG`.
@@ -27,9 +27,9 @@ fn log_filter() -> String {
     std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())
 }
 
-/// `mcp-test-server`, a binary of `switchboard-mcp`.
+/// `mcp-test-server`, a binary of `switchboard-testkit`.
 pub fn test_server_bin() -> PathBuf {
-    workspace_binary("mcp-test-server", "switchboard-mcp")
+    workspace_binary("mcp-test-server", "switchboard-testkit")
 }
 
 /// A child process killed when dropped.

@@ -1,5 +1,5 @@
 //! Setup shared by the `switchboard` binary's tests. Hubs and clients come
-//! from `switchboard_test_support` (re-exported here); what is left is
+//! from `switchboard_testkit` (re-exported here); what is left is
 //! particular to this binary's tests:
 //!
 //! - [`browser`]: a headless chromium driven through the DevTools protocol;
@@ -20,4 +20,4 @@ pub mod mcp;
 pub mod modules;
 
 pub use commands::*;
-pub use switchboard_test_support::{metric_value, read_hub_json, HubProcess, LineClient, WAIT};
+pub use switchboard_testkit::{metric_value, read_hub_json, HubProcess, LineClient, WAIT};

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use switchboard_client::protocol::hub::method;
 use switchboard_client::protocol::modules::{ModuleStatus, ModulesResult};
 use switchboard_client::{Client, ServiceInfo};
-use switchboard_test_support::{workspace_binary, HubProcess, WAIT};
+use switchboard_testkit::{workspace_binary, HubProcess, WAIT};
 
 /// `switchboard-test-module`, a binary of `switchboard-testkit`.
 pub fn test_module() -> PathBuf {
@@ -177,8 +177,7 @@ pub fn alive(pid: u32) -> bool {
 
 /// Waits until process `pid` is gone.
 pub async fn wait_gone(pid: u32, what: &str) {
-    switchboard_test_support::eventually(&format!("{what} (pid {pid}) ending"), || !alive(pid))
-        .await;
+    switchboard_testkit::eventually(&format!("{what} (pid {pid}) ending"), || !alive(pid)).await;
 }
 
 /// SIGKILL to `pid`.

@@ -1,5 +1,5 @@
 //! Shared setup for the hub's integration tests: a real hub on a fresh
-//! directory ([`TestHub`], started by `switchboard_test_support`) with a
+//! directory ([`TestHub`], started by `switchboard_testkit`) with a
 //! config it can reload, and a raw line-based JSON-RPC client over its real
 //! sockets ([`RawClient`]), which records every byte so tests can assert what
 //! arrives and what does not.
@@ -22,8 +22,8 @@ use serde_json::{json, Value};
 use switchboard_hub::config::ConfigError;
 use switchboard_hub::{Bookkeeping, Hub};
 use switchboard_protocol::hub::ReloadResult;
-use switchboard_test_support::http;
-pub use switchboard_test_support::{metric_value, WAIT};
+use switchboard_testkit::http;
+pub use switchboard_testkit::{metric_value, WAIT};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::net::{TcpStream, UnixStream};
@@ -60,7 +60,7 @@ pub mod code {
 /// An in-process hub on a fresh temporary directory, with a config file it
 /// can reload. Dropping it stops the hub and removes the directory.
 pub struct TestHub {
-    hub: switchboard_test_support::TestHub,
+    hub: switchboard_testkit::TestHub,
     /// Principals declared in the config file (each token is [`token_of`]).
     principals: Vec<String>,
     pub dir: PathBuf,
@@ -104,7 +104,7 @@ impl TestHub {
     /// followed by `config` (grants, limits, `[hub]`).
     pub async fn with_principals(principals: &[&str], config: &str) -> TestHub {
         let principals: Vec<String> = principals.iter().map(|p| p.to_string()).collect();
-        let hub = switchboard_test_support::TestHub::builder()
+        let hub = switchboard_testkit::TestHub::builder()
             .config(&config_text(&principals, config))
             .start()
             .await;
@@ -264,7 +264,7 @@ impl TestHub {
     /// after the last message a test can observe, such as a closed
     /// connection leaving the connection table).
     pub async fn eventually(&self, what: &str, condition: impl Fn(&TestHub) -> bool) {
-        switchboard_test_support::eventually(what, || condition(self)).await
+        switchboard_testkit::eventually(what, || condition(self)).await
     }
 }
 

@@ -1,5 +1,5 @@
 //! Shared setup: a provider with a few tools whose runs are counted, on a
-//! real hub (`switchboard_test_support::TestHub`).
+//! real hub (`switchboard_testkit::TestHub`).
 
 #![allow(dead_code)]
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchboard_client::{Client, Error, RequestOptions};
-pub use switchboard_test_support::{TestHub, WAIT};
+pub use switchboard_testkit::{TestHub, WAIT};
 use switchboard_tools::{tool_fn, Provider, ToolError, ToolResult, ToolSpec};
 use tokio::sync::Notify;
 

@@ -25,7 +25,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcRequest, Lines};
 use futures::{SinkExt, StreamExt};
 use serde_json::Value;
-use switchboard_test_support::switchboard_binary;
+use switchboard_testkit::switchboard_binary;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;

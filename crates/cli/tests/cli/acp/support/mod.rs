@@ -1,5 +1,5 @@
 //! Shared setup for the ACP front tests: a real tool provider on an
-//! in-process hub (`switchboard_test_support::TestHub`), a scripted model
+//! in-process hub (`switchboard_testkit::TestHub`), a scripted model
 //! server on loopback, and `switchboard acp` child processes driven by the
 //! official ACP client. Every wait is bounded by [`WAIT`]; nothing
 //! synchronises by sleeping.
@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use switchboard_client::Client;
-use switchboard_test_support::TestHub;
-pub use switchboard_test_support::WAIT;
+use switchboard_testkit::TestHub;
+pub use switchboard_testkit::WAIT;
 
 pub use client_side::EditorCaps;
 pub use editor::{settle, text_of, thoughts_of, tool_calls, Editor};
@@ -134,7 +134,7 @@ pub fn process_gone(pid: i32) -> bool {
 
 /// The workspace's small stdio MCP server (`crates/mcp/src/bin`).
 pub fn mcp_test_server() -> PathBuf {
-    switchboard_test_support::workspace_binary("mcp-test-server", "switchboard-mcp")
+    switchboard_testkit::workspace_binary("mcp-test-server", "switchboard-testkit")
 }
 
 /// A stdio `mcpServers` entry running the test MCP server as `name`.

@@ -1,7 +1,5 @@
 //! `mcp-test-server`, the MCP server the end-to-end tests in `crates/cli`
 //! wrap with `provide-mcp`, checked on its own through the official client.
-//! (Being an integration test of this package also makes `cargo test
-//! --workspace` build the binary those tests run.)
 
 use std::time::Duration;
 

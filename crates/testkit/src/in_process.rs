@@ -4,12 +4,15 @@ use std::path::{Path, PathBuf};
 
 use switchboard_client::protocol::discovery::HubInfo;
 use switchboard_client::Client;
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_dashboard::Dashboard;
+use switchboard_hub::{AddOns, Hub, HubOptions};
+use switchboard_modules::Modules;
 
 use crate::clients;
 
-/// A hub (`Hub::start`) on a fresh temporary directory, `TEMP/hub`, with a
-/// WebSocket on a free loopback port unless told otherwise. Dropping it
+/// A hub on a fresh temporary directory, `TEMP/hub`, with its add-ons (the
+/// dashboard, the modules' supervisor) as `switchboard serve` has them, and
+/// a WebSocket on a free loopback port unless told otherwise. Dropping it
 /// drops the hub (its socket and `hub.json` go) and then the directory;
 /// [`TestHub::stop`] shuts it down cleanly instead. A hub may also be
 /// stopped and served again on the same directory ([`TestHub::shut_down`],
@@ -62,7 +65,12 @@ impl TestHub {
     /// Starts the hub (again) on the same directory with the same options.
     pub async fn serve(&mut self) {
         assert!(self.hub.is_none(), "the test hub runs already");
-        let hub = Hub::start(self.options.clone())
+        // Fresh add-ons for each start, as a new `switchboard serve` has.
+        let add_ons = AddOns {
+            observer: Some(Dashboard::new()),
+            supervisor: Some(Modules::new()),
+        };
+        let hub = Hub::start_with(self.options.clone(), add_ons)
             .await
             .unwrap_or_else(|error| panic!("the hub does not start: {error}"));
         self.hub = Some(hub);

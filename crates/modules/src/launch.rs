@@ -16,23 +16,12 @@ use subtle::ConstantTimeEq;
 use switchboard_protocol::modules::LAUNCH_CREDENTIAL_PREFIX;
 use switchboard_protocol::Principal;
 
-use crate::ids;
-use crate::policy::{token_digest, Authenticated, PrincipalRef};
+use switchboard_hub::policy::{token_digest, Authenticated, PrincipalRef};
+use switchboard_hub::supervise::{mint_token, PeerProcess};
 
 /// How many parents the descendant check climbs at most. Process trees of
 /// real tools are a few levels deep; a deeper peer is refused.
 const MAX_ANCESTRY: usize = 64;
-
-/// Which process is at the other end of a connection, as far as the hub
-/// knows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Peer {
-    /// A Unix socket peer and its pid from `SO_PEERCRED` (`None`: the
-    /// kernel did not say).
-    Unix(Option<u32>),
-    /// A WebSocket: the hub cannot tell which process it is.
-    WebSocket,
-}
 
 /// One run's credential, minted by the supervisor.
 pub struct Credential {
@@ -43,7 +32,7 @@ pub struct Credential {
 
 impl Credential {
     pub fn mint() -> Self {
-        let secret = format!("{LAUNCH_CREDENTIAL_PREFIX}{}", ids::mint_token());
+        let secret = format!("{LAUNCH_CREDENTIAL_PREFIX}{}", mint_token());
         let digest = token_digest(&secret);
         Credential { secret, digest }
     }
@@ -96,7 +85,7 @@ impl LaunchTable {
     }
 
     /// Checks a presented launch credential.
-    pub fn authenticate(&self, secret: &str, peer: Peer) -> Result<Authenticated, Refusal> {
+    pub fn authenticate(&self, secret: &str, peer: PeerProcess) -> Result<Authenticated, Refusal> {
         let digest = token_digest(secret);
         let (pid, principal) = {
             let live = self.live.read();
@@ -111,9 +100,9 @@ impl LaunchTable {
         };
         let module = principal.principal.label().to_owned();
         match peer {
-            Peer::WebSocket => return Err(Refusal::NotUnixSocket { module }),
-            Peer::Unix(Some(peer)) if is_same_or_descendant(peer, pid) => {}
-            Peer::Unix(peer) => {
+            PeerProcess::WebSocket => return Err(Refusal::NotUnixSocket { module }),
+            PeerProcess::Unix(Some(peer)) if is_same_or_descendant(peer, pid) => {}
+            PeerProcess::Unix(peer) => {
                 let peer = peer.map_or_else(|| "unknown".to_owned(), |p| p.to_string());
                 return Err(Refusal::OtherProcess { module, pid, peer });
             }
@@ -196,12 +185,12 @@ mod tests {
         table.insert("git", me, credential.digest);
 
         let ok = table
-            .authenticate(&credential.secret, Peer::Unix(Some(me)))
+            .authenticate(&credential.secret, PeerProcess::Unix(Some(me)))
             .unwrap();
         assert_eq!(ok.principal.principal, Principal::reserved("git"));
         assert_eq!(
             table
-                .authenticate(&credential.secret, Peer::WebSocket)
+                .authenticate(&credential.secret, PeerProcess::WebSocket)
                 .err(),
             Some(Refusal::NotUnixSocket {
                 module: "git".into()
@@ -209,23 +198,23 @@ mod tests {
         );
         let parent = parent_of(me).unwrap();
         assert!(matches!(
-            table.authenticate(&credential.secret, Peer::Unix(Some(parent))),
+            table.authenticate(&credential.secret, PeerProcess::Unix(Some(parent))),
             Err(Refusal::OtherProcess { .. })
         ));
         assert!(matches!(
-            table.authenticate(&credential.secret, Peer::Unix(None)),
+            table.authenticate(&credential.secret, PeerProcess::Unix(None)),
             Err(Refusal::OtherProcess { .. })
         ));
         assert_eq!(
             table
-                .authenticate("sb-launch-00", Peer::Unix(Some(me)))
+                .authenticate("sb-launch-00", PeerProcess::Unix(Some(me)))
                 .err(),
             Some(Refusal::NotLive)
         );
         table.revoke(&credential.digest);
         assert_eq!(
             table
-                .authenticate(&credential.secret, Peer::Unix(Some(me)))
+                .authenticate(&credential.secret, PeerProcess::Unix(Some(me)))
                 .err(),
             Some(Refusal::NotLive)
         );

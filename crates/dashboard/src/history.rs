@@ -1,13 +1,12 @@
 //! The dashboard's memory: the hub's running totals at one instant, the
 //! rates between two of them, latency percentiles from the buckets, and
 //! the last 15 minutes of points. Pure data: nothing here reads the hub
-//! (the sampler does), so the hub's state can hold a [`History`] without
-//! importing the sampler.
+//! (the sampler does).
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use crate::metrics::{Latency, LATENCY_BUCKETS};
+use switchboard_hub::observe::{Latency, LATENCY_BUCKETS};
 
 /// Points kept: 15 minutes at one a second.
 pub const HISTORY_POINTS: usize = 15 * 60;

@@ -23,9 +23,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 
-use super::auth::SESSION_LIFETIME;
-use super::stream;
-use crate::state::HubState;
+use crate::auth::SESSION_LIFETIME;
+use crate::state::DashboardState;
+use crate::stream;
 
 /// The session cookie's name.
 pub const COOKIE: &str = "switchboard_session";
@@ -60,7 +60,7 @@ const INDEX: &str = include_str!("assets/index.html");
 const HELP: &str = include_str!("assets/help.html");
 const REFUSED: &str = include_str!("assets/refused.html");
 
-pub fn routes() -> Router<Arc<HubState>> {
+pub fn routes(state: Arc<DashboardState>) -> Router {
     Router::new()
         .route(
             "/ui",
@@ -72,6 +72,7 @@ pub fn routes() -> Router<Arc<HubState>> {
         .route("/ui/stream", get(stream_with_session))
         .route("/ui/static/{file}", get(asset))
         .layer(middleware::map_response(defences))
+        .with_state(state)
 }
 
 async fn defences(mut response: Response) -> Response {
@@ -112,8 +113,8 @@ fn session_cookie(headers: &HeaderMap) -> Option<&str> {
         .map(|(_, value)| value)
 }
 
-fn has_session(hub: &HubState, headers: &HeaderMap) -> bool {
-    session_cookie(headers).is_some_and(|value| hub.dashboard.logins.is_session(value))
+fn has_session(state: &DashboardState, headers: &HeaderMap) -> bool {
+    session_cookie(headers).is_some_and(|value| state.logins.is_session(value))
 }
 
 fn page(status: StatusCode, content_type: &'static str, body: &'static str) -> Response {
@@ -128,15 +129,15 @@ fn redirect(status: StatusCode, to: &'static str) -> Response {
     (status, [(header::LOCATION, to)]).into_response()
 }
 
-async fn index(State(hub): State<Arc<HubState>>, headers: HeaderMap) -> Response {
-    if !has_session(&hub, &headers) {
+async fn index(State(state): State<Arc<DashboardState>>, headers: HeaderMap) -> Response {
+    if !has_session(&state, &headers) {
         return help();
     }
     page(StatusCode::OK, HTML, INDEX)
 }
 
 async fn asset(
-    State(hub): State<Arc<HubState>>,
+    State(state): State<Arc<DashboardState>>,
     Path(file): Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -144,17 +145,20 @@ async fn asset(
     else {
         return (StatusCode::NOT_FOUND, "not found\n").into_response();
     };
-    if !public && !has_session(&hub, &headers) {
+    if !public && !has_session(&state, &headers) {
         return help();
     }
     page(StatusCode::OK, content_type, body)
 }
 
-async fn stream_with_session(State(hub): State<Arc<HubState>>, headers: HeaderMap) -> Response {
-    if !has_session(&hub, &headers) {
+async fn stream_with_session(
+    State(state): State<Arc<DashboardState>>,
+    headers: HeaderMap,
+) -> Response {
+    if !has_session(&state, &headers) {
         return help();
     }
-    stream::stream(State(hub)).await
+    stream::stream(State(state)).await
 }
 
 /// `code=` of the query, if present.
@@ -166,8 +170,8 @@ fn code_of(request: &Request) -> Option<&str> {
         .find_map(|pair| pair.strip_prefix("code="))
 }
 
-async fn login(State(hub): State<Arc<HubState>>, request: Request) -> Response {
-    let session = code_of(&request).and_then(|code| hub.dashboard.logins.exchange(code));
+async fn login(State(state): State<Arc<DashboardState>>, request: Request) -> Response {
+    let session = code_of(&request).and_then(|code| state.logins.exchange(code));
     let Some(session) = session else {
         tracing::info!("refused a dashboard login: the code is unknown, used or expired");
         return page(StatusCode::FORBIDDEN, HTML, REFUSED);
@@ -184,9 +188,9 @@ async fn login(State(hub): State<Arc<HubState>>, request: Request) -> Response {
     response
 }
 
-async fn logout(State(hub): State<Arc<HubState>>, headers: HeaderMap) -> Response {
+async fn logout(State(state): State<Arc<DashboardState>>, headers: HeaderMap) -> Response {
     if let Some(session) = session_cookie(&headers) {
-        hub.dashboard.logins.end_session(session);
+        state.logins.end_session(session);
     }
     let mut response = redirect(StatusCode::SEE_OTHER, "/ui/");
     response.headers_mut().insert(

@@ -14,8 +14,8 @@
 //! - No `await` happens under the lock; pushing to a queue never blocks.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use parking_lot::RwLock;
@@ -27,60 +27,18 @@ use switchboard_protocol::Principal;
 
 use crate::conn::{Conn, Identity};
 use crate::ids::{self, ConnId};
-use crate::outbound::{Class, Outbound, Pushed};
-use crate::pending::InFlight;
+use crate::outbound::{Class, Pushed};
 use crate::policy::{Action, Policy, PrincipalRef};
 use crate::reply;
 use crate::wire;
 
+mod entries;
+mod route;
+
+use entries::{added_action, gone_label, into_text, removed_action, service_json, updated_action};
+pub use route::{LastRoute, ServiceRoute};
+
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
-
-/// What routing needs of a service. Immutable but for the two atomics.
-pub struct ServiceRoute {
-    pub id: Box<str>,
-    /// The id as a JSON string, spliced into routed messages.
-    pub id_json: Box<str>,
-    pub owner: Arc<Conn>,
-    pub owner_principal: Arc<PrincipalRef>,
-    /// Pending requests; changed only under `owner.pending`'s lock.
-    pub in_flight: Arc<InFlight>,
-    gone: AtomicU8,
-}
-
-const LIVE: u8 = 0;
-const UNREGISTERED: u8 = 1;
-const DISCONNECTED: u8 = 2;
-
-impl ServiceRoute {
-    fn new(id: &str, owner: &Arc<Conn>, owner_principal: Arc<PrincipalRef>) -> Arc<Self> {
-        let mut id_json = Vec::with_capacity(id.len() + 2);
-        wire::json_string(&mut id_json, id);
-        Arc::new(ServiceRoute {
-            id: id.into(),
-            id_json: into_text(id_json),
-            owner: owner.clone(),
-            owner_principal,
-            in_flight: Arc::default(),
-            gone: AtomicU8::new(LIVE),
-        })
-    }
-
-    pub fn gone(&self) -> Option<GoneReason> {
-        match self.gone.load(Ordering::Acquire) {
-            UNREGISTERED => Some(GoneReason::Unregistered),
-            DISCONNECTED => Some(GoneReason::Disconnected),
-            _ => None,
-        }
-    }
-
-    fn set_gone(&self, reason: GoneReason) {
-        let value = match reason {
-            GoneReason::Unregistered => UNREGISTERED,
-            GoneReason::Disconnected => DISCONNECTED,
-        };
-        self.gone.store(value, Ordering::Release);
-    }
-}
 
 /// A service as the catalog lists it.
 struct Listed {
@@ -96,36 +54,8 @@ struct Catalog {
     services: FastMap<Box<str>, Listed>,
     owned: FastMap<ConnId, Vec<Arc<ServiceRoute>>>,
     subscribers: FastMap<ConnId, Arc<Conn>>,
-    /// Watchers of the whole catalog (the dashboard's streams): they see
-    /// what `direct` sees, everything, through a bare bounded queue. One
-    /// too slow to take an action is dropped here (it resyncs).
-    watchers: FastMap<u64, Arc<Outbound>>,
     seq: u64,
     registrations: u64,
-}
-
-/// The service one connection last notified, and whether it was allowed
-/// to: the next notification to the same service skips the catalog's lock,
-/// its hash lookup and the policy (`Registry::notify_route`; ~280
-/// instructions and four atomic operations of a 200-byte notification).
-/// Owned by that connection's reader, never shared. Holds the route weakly:
-/// it keeps no gone connection alive.
-///
-/// It cannot go stale. A route leaves the catalog only through
-/// `Catalog::remove` or `remove_connection`, and both mark it gone; an id is
-/// never listed twice at once; so a route not gone is still the catalog's
-/// route for its id (a removal racing with this check is ordered before it,
-/// exactly as with a lookup, and `push_if` checks `gone` again under the
-/// owner's queue lock). The decision is kept with the policy generation it
-/// was made under, and the caller's identity never changes once set.
-#[derive(Default)]
-pub struct LastRoute {
-    /// Reused: a sender that alternates between services (a fan-out)
-    /// misses on every message, and should not allocate on each.
-    service_id: String,
-    route: Weak<ServiceRoute>,
-    policy_generation: u64,
-    allowed: bool,
 }
 
 pub struct Registry {
@@ -153,61 +83,6 @@ fn visible(policy: &Policy, viewer: &Conn, route: &ServiceRoute) -> bool {
             Action::Discover,
         )
     })
-}
-
-fn service_json(id: &str, owner: &Identity, metadata: &RawValue) -> Box<str> {
-    let mut buf = Vec::with_capacity(128 + metadata.get().len());
-    buf.extend_from_slice(b"{\"serviceId\":");
-    wire::json_string(&mut buf, id);
-    buf.extend_from_slice(b",\"clientId\":");
-    wire::json_string(&mut buf, &owner.client_id);
-    buf.extend_from_slice(b",\"principal\":");
-    buf.extend_from_slice(owner.principal.json.as_bytes());
-    buf.extend_from_slice(b",\"metadata\":");
-    buf.extend_from_slice(metadata.get().as_bytes());
-    buf.push(b'}');
-    into_text(buf)
-}
-
-fn into_text(buf: Vec<u8>) -> Box<str> {
-    String::from_utf8(buf)
-        .expect("JSON assembled from JSON text is UTF-8")
-        .into_boxed_str()
-}
-
-fn added_action(service_json: &str) -> Box<str> {
-    let mut buf = Vec::with_capacity(48 + service_json.len());
-    buf.extend_from_slice(b"{\"type\":\"clientServices/added\",\"service\":");
-    buf.extend_from_slice(service_json.as_bytes());
-    buf.push(b'}');
-    into_text(buf)
-}
-
-fn removed_action(id: &str, reason: &str) -> Box<str> {
-    let mut buf = Vec::with_capacity(96 + id.len());
-    buf.extend_from_slice(b"{\"type\":\"clientServices/removed\",\"serviceId\":");
-    wire::json_string(&mut buf, id);
-    buf.extend_from_slice(b",\"reason\":\"");
-    buf.extend_from_slice(reason.as_bytes());
-    buf.extend_from_slice(b"\"}");
-    into_text(buf)
-}
-
-fn updated_action(id: &str, metadata: &RawValue) -> Box<str> {
-    let mut buf = Vec::with_capacity(96 + id.len() + metadata.get().len());
-    buf.extend_from_slice(b"{\"type\":\"clientServices/updated\",\"serviceId\":");
-    wire::json_string(&mut buf, id);
-    buf.extend_from_slice(b",\"metadata\":");
-    buf.extend_from_slice(metadata.get().as_bytes());
-    buf.push(b'}');
-    into_text(buf)
-}
-
-fn gone_label(reason: GoneReason) -> &'static str {
-    match reason {
-        GoneReason::Unregistered => "unregistered",
-        GoneReason::Disconnected => "disconnected",
-    }
 }
 
 impl Catalog {
@@ -288,12 +163,6 @@ impl Catalog {
             if visible(policy, subscriber, route) {
                 send_action(subscriber, seq, action);
             }
-        }
-        if !self.watchers.is_empty() {
-            self.watchers.retain(|_, watcher| {
-                let pushed = watcher.push(Class::Essential, |buf| wire::action(buf, seq, action));
-                !matches!(pushed, Pushed::Closed | Pushed::SlowConsumer)
-            });
         }
     }
 }
@@ -522,25 +391,10 @@ impl Registry {
         catalog.subscribers.insert(conn.id, conn.clone());
     }
 
-    /// Adds a watcher of the whole catalog: returns every service as a JSON
-    /// array (oldest first) and the `serverSeq` it reflects, built under the
-    /// catalog lock that also registers `out`, so every later change reaches
-    /// `out` and none falls in between. `id` names it for [`Self::unwatch`].
-    pub fn watch(&self, id: u64, out: Arc<Outbound>) -> (String, u64) {
-        let mut catalog = self.catalog.write();
-        let list = catalog.all_services();
-        catalog.watchers.insert(id, out);
-        (list, catalog.seq)
-    }
-
     /// Every service as a JSON array (oldest first), and its `serverSeq`.
     pub fn services_json(&self) -> (String, u64) {
         let catalog = self.catalog.read();
         (catalog.all_services(), catalog.seq)
-    }
-
-    pub fn unwatch(&self, id: u64) {
-        self.catalog.write().watchers.remove(&id);
     }
 
     /// How many services each connection owns (connections with none are
@@ -676,101 +530,4 @@ impl Registry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::admission::{Admission, Slot};
-    use crate::conn::Transport;
-    use crate::policy::{Grant, Selector};
-    use switchboard_protocol::Limits;
-
-    /// explorer may notify git's services, or may not.
-    fn policy(explorer_notifies_git: bool) -> Arc<Policy> {
-        let grants = if explorer_notifies_git {
-            vec![Grant::new(
-                Selector::Named("explorer".into()),
-                Selector::Named("git".into()),
-                &[Action::Notify],
-            )]
-        } else {
-            Vec::new()
-        };
-        Arc::new(Policy::new(
-            "direct-token",
-            vec![
-                ("explorer".into(), "explorer-token".into()),
-                ("git".into(), "git-token".into()),
-            ],
-            grants,
-            false,
-            Vec::new(),
-        ))
-    }
-
-    fn connection(admission: &Admission, token: &str) -> (Arc<Conn>, Identity) {
-        let Some(Slot::Connection(slot)) = admission.at_accept() else {
-            panic!("a connection slot is free");
-        };
-        let conn = admission
-            .admit(slot, Transport::Unix, &Limits::default())
-            .expect("admitted");
-        let principal = policy(false)
-            .authenticate(Some(token))
-            .expect("a known token")
-            .principal;
-        (conn, Identity::new(format!("c-{token}"), principal, None))
-    }
-
-    /// `LastRoute` is the notify path's shortcut past the catalog and the
-    /// policy; each way it could go stale is checked here, including a
-    /// route something else still holds (a request being routed) when its
-    /// service leaves, which no black-box test can arrange.
-    #[test]
-    fn the_last_route_holds_only_while_its_service_is_listed_and_the_policy_unchanged() {
-        let registry = Registry::new(policy(true), "svc-");
-        let admission = Admission::new(4);
-        let (git, git_identity) = connection(&admission, "git-token");
-        let (explorer, explorer_identity) = connection(&admission, "explorer-token");
-        let metadata = RawValue::from_string("{}".into()).expect("JSON");
-        let register = || {
-            registry
-                .register(&git, &git_identity, &metadata, 10)
-                .expect("registered")
-        };
-        let mut last = LastRoute::default();
-        let mut notify_route = |id: &str| {
-            registry
-                .notify_route(&mut last, &explorer, &explorer_identity, id)
-                .map(|(route, allowed)| (route.id.to_string(), allowed))
-        };
-
-        let first = register();
-        assert_eq!(notify_route(&first), Some((first.to_string(), true)));
-        let held = registry.route(&first).expect("listed");
-        registry.unregister(&git, &first).expect("unregistered");
-        assert_eq!(notify_route(&first), None);
-        drop(held);
-
-        let second = register();
-        assert_eq!(notify_route(&second), Some((second.to_string(), true)));
-        assert_eq!(notify_route(&second), Some((second.to_string(), true)));
-        // A sender moving between two services (a fan-out) gets each
-        // service's own route, on a miss and on the hit after it.
-        let third = register();
-        for id in [&third, &third, &second, &third, &second, &second] {
-            assert_eq!(notify_route(id), Some((id.to_string(), true)));
-        }
-        registry.unregister(&git, &third).expect("unregistered");
-        assert_eq!(notify_route(&third), None);
-        registry.replace_policy(policy(false));
-        assert_eq!(notify_route(&second), Some((second.to_string(), false)));
-        registry.replace_policy(policy(true));
-        assert_eq!(notify_route(&second), Some((second.to_string(), true)));
-
-        // Its owner gone (the catalog drops every route of a connection).
-        let held = registry.route(&second).expect("listed");
-        registry.remove_connection(&git);
-        assert_eq!(notify_route(&second), None);
-        drop(held);
-        assert_eq!(notify_route(&first), None);
-    }
-}
+mod tests;

@@ -31,8 +31,8 @@ use tokio::sync::{mpsc, oneshot};
 use super::launch::Credential;
 use super::log::ModuleLog;
 use super::process;
-use super::spec::{ModuleSpec, RestartPolicy};
 use super::{ModuleView, RunEnded, Shared, STOP_GRACE};
+use switchboard_hub::supervise::{ModuleSpec, RestartPolicy};
 
 /// The first pause before a restart.
 pub const FIRST_DELAY: Duration = Duration::from_millis(250);

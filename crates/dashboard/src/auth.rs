@@ -16,8 +16,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use crate::ids;
-use crate::policy::token_digest;
+use switchboard_hub::observe::{mint, mint_token, token_digest};
 
 /// Login codes outstanding at once.
 pub const MAX_CODES: usize = 16;
@@ -89,7 +88,7 @@ impl Logins {
     }
 
     fn new_code_at(&self, now: Instant) -> String {
-        let code = ids::mint("");
+        let code = mint("");
         self.codes
             .lock()
             .insert(token_digest(&code), now + self.code_lifetime, now);
@@ -106,7 +105,7 @@ impl Logins {
         if !self.codes.lock().find(&token_digest(code), now, true) {
             return None;
         }
-        let session = ids::mint_token();
+        let session = mint_token();
         self.sessions
             .lock()
             .insert(token_digest(&session), now + SESSION_LIFETIME, now);

@@ -22,7 +22,7 @@ use std::process::Stdio;
 use switchboard_protocol::modules::LAUNCH_FD_ENV;
 use tokio::process::{Child, Command};
 
-use super::spec::{ModuleSpec, Program};
+use switchboard_hub::supervise::{ModuleSpec, Program};
 
 /// A started run: the process, the pipe its output comes from, and the
 /// pipe its credential goes into.

@@ -1,0 +1,166 @@
+use super::*;
+use switchboard_protocol::Principal;
+
+fn parse(text: &str) -> Result<Config, ConfigError> {
+    Config::parse(text, Path::new("/nonexistent/switchboard.toml"))
+}
+
+#[test]
+fn principals_grants_and_limits() {
+    let config = parse(
+        r#"
+        [hub]
+        allowed_origins = ["http://localhost:3000"]
+        [limits]
+        maxConnections = 7
+        [principals.explorer]
+        token = "e-token"
+        [principals.git]
+        token = "g-token"
+        [[grants]]
+        from = "explorer"
+        to = "git"
+        allow = ["discover", "request"]
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.limits.max_connections, 7);
+    assert_eq!(config.limits.max_method_bytes, 256);
+    let policy = config.policy("d-token");
+    let explorer = Principal::reserved("explorer");
+    let git = Principal::reserved("git");
+    assert!(policy.allows(&explorer, &git, Action::Request));
+    assert!(!policy.allows(&explorer, &git, Action::Notify));
+    assert!(policy.origin_allowed("http://localhost:3000"));
+}
+
+#[test]
+fn a_parse_error_names_the_place_but_never_quotes_a_token() {
+    let error = parse("[principals.a]\ntoken = \"s3cret-a\" oops\n").unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("line 2, column"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+    let error = parse("[principals]\na = \"s3cret-b\"\n").unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("line 2") && text.contains("invalid type"),
+        "{text}"
+    );
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+#[test]
+fn grants_may_name_principals_of_other_hubs() {
+    let config = parse(
+        r#"
+        [principals.git]
+        token = "g"
+        [[grants]]
+        from = "laptop/explorer"
+        to = "git"
+        allow = ["request"]
+        [[grants]]
+        from = "git"
+        to = "server/*"
+        allow = ["discover"]
+        "#,
+    )
+    .unwrap();
+    let policy = config.policy("d");
+    let git = Principal::reserved("git");
+    let explorer = Principal::reserved("explorer").on_hub("laptop");
+    assert!(policy.allows(&explorer, &git, Action::Request));
+    assert!(policy.allows(&git, &Principal::Direct.on_hub("server"), Action::Discover));
+    for bad in ["Laptop/explorer", "laptop/", "/git", "a/b/c"] {
+        let text = format!("[[grants]]\nfrom = \"{bad}\"\nto = \"*\"\nallow = [\"notify\"]\n");
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(error.contains("HUB/NAME"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn the_federation_section_is_checked() {
+    let config = parse(
+        "[federation]\nnats = \"nats://127.0.0.1:4222\"\nname = \"laptop\"\ncredentials = \"l.creds\"\nserviceTtlMs = 2000\n",
+    )
+    .unwrap();
+    let federation = config.federation.unwrap();
+    assert_eq!(federation.name.as_deref(), Some("laptop"));
+    assert_eq!(federation.service_ttl_ms, Some(2000));
+    assert_eq!(
+        federation.credentials.unwrap(),
+        Path::new("/nonexistent/l.creds")
+    );
+    let error = parse("[federation]\nname = \"Laptop\"\n").unwrap_err();
+    assert!(error.to_string().contains("not a hub name"), "{error}");
+    let error = parse("[federation]\nnmae = \"x\"\n").unwrap_err();
+    assert!(error.to_string().contains("nmae"), "{error}");
+}
+
+#[test]
+fn token_file_is_relative_to_the_config() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("tokens")).unwrap();
+    std::fs::write(dir.path().join("tokens/git"), "secret-git\n").unwrap();
+    let path = dir.path().join("switchboard.toml");
+    std::fs::write(&path, "[principals.git]\ntoken_file = \"tokens/git\"\n").unwrap();
+    let config = Config::load(&path).unwrap();
+    assert_eq!(config.principals, vec![("git".into(), "secret-git".into())]);
+}
+
+#[test]
+fn mistakes_are_named() {
+    let error = parse("[principals.a]\ntoken = \"x\"\ntoken_file = \"y\"\n").unwrap_err();
+    assert!(error
+        .to_string()
+        .contains("exactly one of token or token_file"));
+    let error =
+        parse("[[grants]]\nfrom = \"ghost\"\nto = \"*\"\nallow = [\"notify\"]\n").unwrap_err();
+    assert!(error.to_string().contains("\"ghost\" is not a principal"));
+    let error = parse(
+        "[principals.a]\ntoken = \"x\"\n[[grants]]\nfrom = \"a\"\nto = \"*\"\nallow = [\"write\"]\n",
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("unknown action \"write\""));
+    let error = parse("[limits]\nmaxConections = 1\n").unwrap_err();
+    assert!(error.to_string().contains("maxConections"));
+    let error = parse("[dashboard]\nlogin_code_seconds = 0\n").unwrap_err();
+    assert!(error.to_string().contains("from 1 to 600"), "{error}");
+    let error = parse("[dashboard]\nenable = false\n").unwrap_err();
+    assert!(error.to_string().contains("enable"), "{error}");
+    let config = parse("[dashboard]\nenabled = false\n").unwrap();
+    assert!(!config.dashboard.enabled);
+    assert!(parse("").unwrap().dashboard.enabled);
+    let error = parse("[hub]\nallow_unverifed = true\n").unwrap_err();
+    assert!(error.to_string().contains("allow_unverifed"));
+    let error =
+        parse("[principals.a]\ntoken = \"x\"\n[principals.b]\ntoken = \"x\"\n").unwrap_err();
+    assert!(error.to_string().contains("same as another"));
+    let error = parse("[principals.a]\ntoken = \"sb-launch-1\"\n").unwrap_err();
+    assert!(error.to_string().contains("launch credential"), "{error}");
+}
+
+#[test]
+fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
+    let config = parse(
+        "[principals.explorer]\ntoken = \"e\"\n[modules.git]\ncommand = \"git-sidecar\"\n\
+         [[grants]]\nfrom = \"explorer\"\nto = \"git\"\nallow = [\"request\"]\n",
+    )
+    .unwrap();
+    assert_eq!(config.modules.len(), 1);
+    let policy = config.policy("d");
+    let explorer = Principal::reserved("explorer");
+    assert!(policy.allows(&explorer, &Principal::reserved("git"), Action::Request));
+
+    let error =
+        parse("[principals.git]\ntoken = \"g\"\n[modules.git]\ncommand = \"x\"\n").unwrap_err();
+    assert!(
+        error.to_string().contains("a module has this name too"),
+        "{error}"
+    );
+    let error = parse("\n[modules.git]\ncommand = \"\"\n").unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "config file /nonexistent/switchboard.toml, line 3: module \"git\": command is empty"
+    );
+}

@@ -1,0 +1,185 @@
+//! Supervised modules: the processes a hub starts from `[modules.NAME]`,
+//! proves (a launch credential per run), restarts and stops. Attached to
+//! the hub as its [`Supervisor`] (`switchboard_hub::supervise`, the one
+//! door between the two).
+//!
+//! - `supervisor.rs`: the task that owns every module's state;
+//! - `process.rs`: starting a run (process group, death signal, pipes) and
+//!   signalling it;
+//! - `launch.rs`: the table of live credentials and the peer check;
+//! - `log.rs`: each module's bounded, rotating log;
+//! - `requests.rs`: `hub/modules`, `hub/restartModule` and the modules'
+//!   samples for `/metrics`.
+//!
+//! [`Modules`] is what the hub holds: it answers `initialize` (is this a
+//! live credential of this process?), `hub/modules` (the published views)
+//! and `hub/restartModule`, reload and shutdown (messages to the
+//! supervisor). Nothing here awaits but [`Supervisor::shutdown`].
+
+pub mod launch;
+pub mod log;
+pub mod process;
+mod requests;
+mod supervisor;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde_json::value::RawValue;
+use switchboard_hub::policy::{Authenticated, PrincipalRef};
+use switchboard_hub::supervise::{Caller, ModuleSpec, PeerProcess, SupervisedHub, Supervisor};
+use switchboard_protocol::jsonrpc::ErrorObject;
+use switchboard_protocol::modules::{ModuleChanges, ModuleState};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::TaskTracker;
+
+use launch::LaunchTable;
+use supervisor::Command;
+
+pub use supervisor::log_path;
+
+/// How long a module has to exit after SIGTERM before its group gets SIGKILL.
+pub const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// Called with a run's credential digest when the run has ended (its
+/// credential revoked): the hub closes the connections made with it.
+pub type RunEnded = Box<dyn Fn(&[u8; 32]) + Send + Sync>;
+
+/// What the supervisor publishes about one module after every change.
+#[derive(Debug, Clone)]
+pub struct ModuleView {
+    pub name: String,
+    pub state: ModuleState,
+    pub pid: Option<u32>,
+    pub restarts: u64,
+    pub started_at: Option<Instant>,
+    pub retry_at: Option<Instant>,
+    pub last_exit: Option<String>,
+    pub command: String,
+    pub log: PathBuf,
+}
+
+/// What the supervisor task and the hub's calls share.
+#[derive(Default)]
+struct Shared {
+    launches: LaunchTable,
+    /// Replaced whole by the supervisor after each change, by name.
+    views: Mutex<Arc<Vec<ModuleView>>>,
+}
+
+/// The hub's handle on its modules.
+#[derive(Default)]
+pub struct Modules {
+    shared: Arc<Shared>,
+    /// Set once the supervisor runs (`Hub::start`, after the listeners).
+    commands: OnceLock<mpsc::UnboundedSender<Command>>,
+    /// The hub, for the services modules registered.
+    hub: OnceLock<SupervisedHub>,
+    /// The specs last given to the supervisor, for a reload's diff.
+    configured: Mutex<Vec<ModuleSpec>>,
+}
+
+impl Modules {
+    /// A supervisor for a hub to hold (`HubOptions::supervisor`).
+    pub fn new() -> Arc<Modules> {
+        Arc::new(Modules::default())
+    }
+
+    /// Asks for `name` to be stopped and started again; `false` if there is
+    /// no such module.
+    pub fn restart(&self, name: &str) -> bool {
+        let known = self.configured.lock().iter().any(|spec| spec.name == name);
+        if let (true, Some(commands)) = (known, self.commands.get()) {
+            let _ = commands.send(Command::Restart(name.to_owned()));
+        }
+        known
+    }
+
+    /// The live credentials.
+    pub fn launches(&self) -> &LaunchTable {
+        &self.shared.launches
+    }
+
+    /// What the supervisor last published.
+    pub fn views(&self) -> Arc<Vec<ModuleView>> {
+        self.shared.views.lock().clone()
+    }
+}
+
+impl Supervisor for Modules {
+    fn start(&self, hub: SupervisedHub, specs: Vec<ModuleSpec>, tasks: &TaskTracker) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        if self.commands.set(sender).is_err() {
+            return; // started already
+        }
+        *self.configured.lock() = specs.clone();
+        let hub_dir = hub.dir().to_owned();
+        let closer = hub.clone();
+        let _ = self.hub.set(hub);
+        let run_ended: RunEnded = Box::new(move |digest| closer.close_authenticated_with(digest));
+        let supervisor = supervisor::Supervisor::new(self.shared.clone(), run_ended, hub_dir);
+        tasks.spawn(supervisor.run(specs, receiver));
+    }
+
+    fn authenticate(&self, credential: &str, peer: PeerProcess) -> Result<Authenticated, String> {
+        self.shared
+            .launches
+            .authenticate(credential, peer)
+            .map_err(|refusal| refusal.to_string())
+    }
+
+    fn principal_for_digest(&self, digest: &[u8; 32]) -> Option<Arc<PrincipalRef>> {
+        self.shared.launches.principal_for_digest(digest)
+    }
+
+    fn reload(&self, specs: Vec<ModuleSpec>) -> ModuleChanges {
+        let Some(commands) = self.commands.get() else {
+            return ModuleChanges::default();
+        };
+        let changes = {
+            let mut configured = self.configured.lock();
+            let changes = supervisor::diff(&configured, &specs);
+            *configured = specs.clone();
+            changes
+        };
+        let _ = commands.send(Command::Apply(specs));
+        changes
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        caller: &Caller<'_>,
+        params: Option<&RawValue>,
+    ) -> Option<Result<String, ErrorObject>> {
+        requests::answer(self, method, caller, params)
+    }
+
+    fn render_metrics(&self, out: &mut String) {
+        requests::render_metrics(self, out);
+    }
+
+    /// Stops every module (SIGTERM, SIGKILL after [`STOP_GRACE`]) and waits
+    /// for them, a little longer than that at most.
+    fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let Some(commands) = self.commands.get() else {
+                return;
+            };
+            let (done, stopped) = oneshot::channel();
+            if commands.send(Command::Shutdown(done)).is_err() {
+                return;
+            }
+            if tokio::time::timeout(STOP_GRACE + Duration::from_secs(2), stopped)
+                .await
+                .is_err()
+            {
+                tracing::warn!("some modules did not stop in time");
+            }
+        })
+    }
+}
