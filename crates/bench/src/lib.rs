@@ -12,6 +12,7 @@
 
 pub mod floor;
 pub mod lines;
+pub mod measure;
 pub mod messages;
 pub mod process;
 pub mod report;
