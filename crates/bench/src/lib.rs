@@ -1,7 +1,8 @@
 //! Benchmarks of the Switchboard hub against NATS and against the floor (a
 //! minimal relay between Unix socket connections), all driven by one harness
 //! with the same payloads. `bench/run.sh` builds and runs it; `main.rs` is
-//! the command line, [`runner`] the plan of workloads and runs.
+//! the command line, [`plan`] the plan of workloads and runs, [`measure`]
+//! the one loop each workload's measurement goes through.
 //!
 //! Fairness rules the code keeps: every system gets the same payload bytes,
 //! the same number of senders, receivers and requests in flight, and the
@@ -12,10 +13,11 @@
 
 pub mod floor;
 pub mod lines;
+pub mod measure;
 pub mod messages;
+pub mod plan;
 pub mod process;
 pub mod report;
-pub mod runner;
 pub mod stats;
 pub mod systems;
 pub mod workloads;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use switchboard_bench::plan::{self, Bins, Plan, Workload};
 use switchboard_bench::process;
-use switchboard_bench::runner::{self, Bins, Plan, Workload};
 use switchboard_bench::systems::System;
 use switchboard_testkit::procfs;
 
@@ -123,7 +123,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let report = runtime.block_on(async {
         tokio::spawn(stop_children_on_signal());
-        runner::run(&plan).await
+        plan::run(&plan).await
     })?;
     let text = report.to_markdown();
     if let Some(parent) = args.out.parent() {

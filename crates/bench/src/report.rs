@@ -33,6 +33,11 @@ impl Format {
             }
         }
     }
+
+    /// `value` shown, or — when there is none.
+    pub fn show_or_dash(self, value: Option<f64>) -> String {
+        value.map_or_else(|| "—".to_owned(), |v| self.show(v))
+    }
 }
 
 fn thousands(value: i128) -> String {
@@ -88,16 +93,25 @@ impl Row {
         median(&self.runs[index(system)])
     }
 
+    /// Every run's value for `system`.
+    pub fn values(&self, system: System) -> &[f64] {
+        &self.runs[index(system)]
+    }
+
     fn cell(&self, system: System) -> String {
-        self.median(system)
-            .map_or_else(|| "—".to_owned(), |v| self.format.show(v))
+        self.format.show_or_dash(self.median(system))
     }
 
     /// hub (Unix) ÷ `other`.
     pub fn ratio(&self, other: System) -> Option<f64> {
-        let hub = self.median(System::HubUnix)?;
+        self.ratio_of(System::HubUnix, other)
+    }
+
+    /// `system` ÷ `other`.
+    pub fn ratio_of(&self, system: System, other: System) -> Option<f64> {
+        let system = self.median(system)?;
         let other = self.median(other)?;
-        (self.ratios && other != 0.0).then_some(hub / other)
+        (self.ratios && other != 0.0).then_some(system / other)
     }
 }
 
@@ -189,7 +203,7 @@ impl Report {
         for row in &self.rows {
             let mut cells = Vec::new();
             for system in System::ALL {
-                let runs = &row.runs[index(system)];
+                let runs = row.values(system);
                 if !runs.is_empty() {
                     let values: Vec<String> = runs.iter().map(|&v| row.format.show(v)).collect();
                     cells.push(format!("{}: {}", system.label(), values.join(" / ")));
