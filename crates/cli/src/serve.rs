@@ -122,8 +122,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         federated: prepared.as_ref().map(Prepared::federated),
     };
     let add_ons = AddOns {
-        observer: Some(Dashboard::new()),
-        supervisor: Some(Modules::new()),
+        observer: Some(Box::new(Dashboard::attach)),
+        supervisor: Some(Box::new(Modules::start)),
     };
     let hub = match Hub::start_with(options, add_ons).await {
         Ok(hub) => hub,

@@ -32,7 +32,7 @@ mod sampler;
 mod state;
 mod stream;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::Router;
 use serde_json::json;
@@ -48,32 +48,27 @@ pub use pages::COOKIE;
 pub use state::MAX_STREAMS;
 pub use stream::QUEUE_BYTES;
 
-/// The dashboard, for a hub to hold (`HubOptions::observer`). Its state
-/// exists once the hub attaches it, with the `[dashboard]` section of the
-/// hub's config.
-#[derive(Default)]
+/// The dashboard of one hub.
 pub struct Dashboard {
-    state: OnceLock<Arc<DashboardState>>,
+    state: Arc<DashboardState>,
 }
 
 impl Dashboard {
-    pub fn new() -> Arc<Dashboard> {
-        Arc::new(Dashboard::default())
+    /// Attaches a dashboard to a starting hub (`AddOns::observer`), with the
+    /// `[dashboard]` section of the hub's config; its sampler runs as long
+    /// as the hub.
+    pub fn attach(view: HubView, tasks: &TaskTracker) -> Arc<dyn Observer> {
+        let config = view.config().map(|c| c.dashboard).unwrap_or_default();
+        let state = Arc::new(DashboardState::new(view, config));
+        tasks.spawn(sampler::run(state.clone()));
+        Arc::new(Dashboard { state })
     }
 }
 
 impl Observer for Dashboard {
-    fn attach(&self, view: HubView, tasks: &TaskTracker) {
-        let config = view.config().map(|c| c.dashboard).unwrap_or_default();
-        let state = Arc::new(DashboardState::new(view, config));
-        if self.state.set(state.clone()).is_ok() {
-            tasks.spawn(sampler::run(state));
-        }
-    }
-
     /// The routes under `/ui/` (none when the dashboard is off: 404 there).
     fn routes(&self) -> Option<Router> {
-        let state = self.state.get()?;
+        let state = &self.state;
         state.enabled().then(|| pages::routes(state.clone()))
     }
 
@@ -83,7 +78,7 @@ impl Observer for Dashboard {
         caller: &Caller<'_>,
         _params: Option<&RawValue>,
     ) -> Option<Result<String, ErrorObject>> {
-        let state = self.state.get()?;
+        let state = &self.state;
         match name {
             method::DASHBOARD_LOGIN => Some(login_code(state, caller)),
             method::DASHBOARD_SNAPSHOT => Some(snapshot_for(state, caller)),

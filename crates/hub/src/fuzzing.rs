@@ -42,7 +42,7 @@ impl Harness {
         config.limits.notify_shed_bytes = 64 * 1024;
         config.limits.slow_consumer_bytes = 1024 * 1024;
         config.limits.max_connections = 16;
-        let hub = Arc::new(HubState::new(&config, None, TOKEN.into(), None, None, None));
+        let hub = Arc::new(HubState::new(&config, None, TOKEN.into(), None));
         let mut owner = session(&hub);
         for line in [
             format!(r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"authToken":"{TOKEN}"}}}}"#),

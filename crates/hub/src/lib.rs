@@ -38,6 +38,7 @@ pub mod supervise;
 #[doc(hidden)]
 pub mod fuzzing;
 
+mod add_ons;
 mod admission;
 mod channels;
 mod conn;

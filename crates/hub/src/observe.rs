@@ -5,9 +5,11 @@
 //! An observer reads, through a [`HubView`]: the catalog as a bounded
 //! [`CatalogFeed`] (snapshot, then every change), a [`Sample`] of the open
 //! connections and the counters, and the config in force
-//! ([`ConfigInForce`]). The hub asks of it, through [`Observer`], only
-//! the routes it serves on the HTTP port and the answers to its own
-//! `hub/…` methods. Nothing else of the hub is reachable from here.
+//! ([`ConfigInForce`]). The hub asks of it, through [`Observer`]
+//! (`add_ons.rs`), only the routes it serves on the HTTP port and the
+//! answers to its own `hub/…` methods. It is attached by an [`Attach`]
+//! function, which the hub calls once with its view while it starts.
+//! Nothing else of the hub is reachable from here.
 //!
 //! Invariant: an observer never slows routing. Its catalog feed is a
 //! queue like any subscriber's, fed under the catalog lock and bounded;
@@ -19,8 +21,6 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
-use serde_json::value::RawValue;
-use switchboard_protocol::jsonrpc::ErrorObject;
 use switchboard_protocol::{Limits, Principal};
 use tokio_util::task::TaskTracker;
 
@@ -33,60 +33,16 @@ use crate::policy::PrincipalRef;
 use crate::state::HubState;
 use crate::{ids, teardown, wire};
 
+pub use crate::add_ons::{Caller, Observer};
 pub use crate::ids::{mint, mint_token};
 pub use crate::metrics::{Latency, LATENCY_BUCKETS};
 pub use crate::policy::token_digest;
 pub use crate::reply::invalid_request;
 
-/// What the hub asks of its observer. Every call is made from a task that
-/// may not block: answer from memory.
-pub trait Observer: Send + Sync + 'static {
-    /// Called once, while the hub starts and before it listens: the view
-    /// the observer keeps, and the hub's task tracker for tasks that run
-    /// as long as the hub (they must end when [`HubView::stopping`] does).
-    fn attach(&self, view: HubView, tasks: &TaskTracker);
-
-    /// The routes it serves on the HTTP port (behind the port's Origin and
-    /// Host checks), or `None`.
-    fn routes(&self) -> Option<axum::Router>;
-
-    /// Answers `method` if it is one of the observer's own, for an
-    /// initialized caller; `None` if it is not its method.
-    fn request(
-        &self,
-        method: &str,
-        caller: &Caller<'_>,
-        params: Option<&RawValue>,
-    ) -> Option<Result<String, ErrorObject>>;
-}
-
-/// Who sent a request that the hub hands to an add-on.
-#[derive(Debug, Clone, Copy)]
-pub struct Caller<'a> {
-    pub client_id: &'a str,
-    pub principal: &'a Principal,
-}
-
-impl<'a> Caller<'a> {
-    pub(crate) fn of(identity: &'a Identity) -> Self {
-        Caller {
-            client_id: &identity.client_id,
-            principal: &identity.principal.principal,
-        }
-    }
-
-    /// The hub's own methods are the `direct` principal's alone: `what`
-    /// completes "only the hub's own (direct) principal may …".
-    pub fn require_direct(&self, what: &str) -> Result<(), ErrorObject> {
-        if *self.principal == Principal::Direct {
-            Ok(())
-        } else {
-            Err(crate::reply::permission_denied(format!(
-                "only the hub's own (direct) principal may {what}"
-            )))
-        }
-    }
-}
+/// Makes the observer, once, while the hub starts and before it listens:
+/// with the view it keeps, and the hub's task tracker for tasks that run as
+/// long as the hub (they must end when [`HubView::stopping`] does).
+pub type Attach = Box<dyn FnOnce(HubView, &TaskTracker) -> Arc<dyn Observer> + Send>;
 
 /// An observer's handle on the hub. Weak: the hub holds its observer, and
 /// the observer must not keep the hub alive; every read of a hub that is

@@ -32,7 +32,7 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
     // the answer says what it was asked to do.
     let modules = hub
         .supervisor
-        .as_ref()
+        .get()
         .map(|supervisor| supervisor.reload(config.modules))
         .unwrap_or_default();
 
@@ -46,7 +46,7 @@ pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
             Some(digest) => policy
                 .principal_for_digest(digest)
                 .or_else(|| {
-                    let supervisor = hub.supervisor.as_ref()?;
+                    let supervisor = hub.supervisor.get()?;
                     supervisor.principal_for_digest(digest)
                 })
                 .is_some_and(|p| p.principal == identity.principal.principal),

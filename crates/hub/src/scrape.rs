@@ -55,7 +55,7 @@ impl HubState {
             .chain(open.iter().map(|c| &c.counters));
         let mut text = metrics::render(counters, &gauges);
         drop(open);
-        if let Some(supervisor) = &self.supervisor {
+        if let Some(supervisor) = self.supervisor.get() {
             supervisor.render_metrics(&mut text);
         }
         if let Some(federated) = &self.federated {

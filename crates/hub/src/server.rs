@@ -13,11 +13,11 @@ use crate::config::{Config, ConfigError};
 use crate::dir::{DirError, HubDir, HubInfo};
 pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
-use crate::observe::{HubView, Observer};
+use crate::observe::{self, HubView};
 use crate::reload;
 use crate::requests;
 use crate::state::HubState;
-use crate::supervise::{SupervisedHub, Supervisor};
+use crate::supervise::{self, SupervisedHub};
 use crate::teardown;
 use crate::transport::tls::{self, TlsError};
 use crate::transport::{http, unix};
@@ -44,18 +44,18 @@ pub struct HubOptions {
     pub remote: Option<RemoteOptions>,
 }
 
-/// The add-ons a hub holds, each reaching it through its own door. The
+/// The add-ons a hub holds, each attached through its own door. The
 /// federation is not among them: it drives a running hub from outside,
 /// through `link.rs`.
-#[derive(Clone, Default)]
+#[derive(Default)]
 pub struct AddOns {
     /// What observes the hub (the `switchboard-dashboard` crate):
     /// `observe.rs` is all it reaches.
-    pub observer: Option<Arc<dyn Observer>>,
+    pub observer: Option<observe::Attach>,
     /// What runs `[modules.NAME]` (the `switchboard-modules` crate):
     /// `supervise.rs` is all it reaches. Without one, the config's modules
     /// are not started.
-    pub supervisor: Option<Arc<dyn Supervisor>>,
+    pub supervisor: Option<supervise::Start>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,13 +104,11 @@ impl Hub {
             options.config.clone(),
             token.clone(),
             options.federated.clone(),
-            add_ons.observer,
-            add_ons.supervisor,
         ));
         let tasks = TaskTracker::new();
         // Before the listeners: the observer's routes are part of the port.
-        if let Some(observer) = &state.observer {
-            observer.attach(HubView::new(&state), &tasks);
+        if let Some(attach) = add_ons.observer {
+            let _ = state.observer.set(attach(HubView::new(&state), &tasks));
         }
 
         let socket = dir.socket_path();
@@ -183,9 +181,10 @@ impl Hub {
             "hub ready"
         );
         // Modules start once the hub is reachable, and never hold up its start.
-        if let Some(supervisor) = &state.supervisor {
+        if let Some(start) = add_ons.supervisor {
             let hub_dir = std::path::absolute(dir.path()).unwrap_or_else(|_| dir.path().to_owned());
-            supervisor.start(SupervisedHub::new(&state, hub_dir), config.modules, &tasks);
+            let supervisor = start(SupervisedHub::new(&state, hub_dir), config.modules, &tasks);
+            let _ = state.supervisor.set(supervisor);
         } else if !config.modules.is_empty() {
             tracing::warn!(
                 "the config names modules, but this hub runs no supervisor; they are not started"
@@ -218,7 +217,7 @@ impl Hub {
     /// flush (bounded), remove `hub.json` and the socket.
     pub async fn shutdown(mut self) {
         tracing::info!("shutting down");
-        if let Some(supervisor) = &self.state.supervisor {
+        if let Some(supervisor) = self.state.supervisor.get() {
             supervisor.shutdown().await;
         }
         teardown::begin_shutdown(&self.state);

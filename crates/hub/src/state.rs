@@ -8,20 +8,19 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use switchboard_protocol::Limits;
 use tokio_util::sync::CancellationToken;
 
+use crate::add_ons::{Observer, Supervisor};
 use crate::admission::Admission;
 use crate::config::{Config, DashboardConfig};
 use crate::conn::Timers;
 use crate::federated::Federated;
 use crate::metrics::Counters;
-use crate::observe::Observer;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
-use crate::supervise::Supervisor;
 
 pub struct HubState {
     /// Fixed at start; a reload that changes them logs that a restart applies them.
@@ -38,10 +37,12 @@ pub struct HubState {
     pub dashboard_config: DashboardConfig,
     /// The config file `reload` re-reads (`None`: defaults only).
     pub config_path: Option<PathBuf>,
-    /// The add-on that observes the hub (the dashboard), if any (`observe.rs`).
-    pub observer: Option<Arc<dyn Observer>>,
-    /// The add-on that supervises modules, if any (`supervise.rs`).
-    pub supervisor: Option<Arc<dyn Supervisor>>,
+    /// The add-on that observes the hub (the dashboard), if any: set once
+    /// while the hub starts, before it listens (`observe.rs`).
+    pub observer: OnceLock<Arc<dyn Observer>>,
+    /// The add-on that supervises modules, if any: set once when the
+    /// modules start, after the hub listens (`supervise.rs`).
+    pub supervisor: OnceLock<Arc<dyn Supervisor>>,
     direct_token: String,
     /// Replaced by each reload.
     log_payloads: AtomicBool,
@@ -61,8 +62,6 @@ impl HubState {
         config_path: Option<PathBuf>,
         direct_token: String,
         federated: Option<Federated>,
-        observer: Option<Arc<dyn Observer>>,
-        supervisor: Option<Arc<dyn Supervisor>>,
     ) -> Self {
         let policy = Arc::new(config.policy(&direct_token));
         // On a hub of a federation, ids name the hub: the other hubs check
@@ -79,8 +78,8 @@ impl HubState {
             admission: Admission::new(config.limits.max_connections),
             dashboard_config: config.dashboard.clone(),
             config_path,
-            observer,
-            supervisor,
+            observer: OnceLock::new(),
+            supervisor: OnceLock::new(),
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),

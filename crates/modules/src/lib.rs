@@ -25,7 +25,7 @@ mod supervisor;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -72,29 +72,46 @@ struct Shared {
 }
 
 /// The hub's handle on its modules.
-#[derive(Default)]
 pub struct Modules {
     shared: Arc<Shared>,
-    /// Set once the supervisor runs (`Hub::start`, after the listeners).
-    commands: OnceLock<mpsc::UnboundedSender<Command>>,
+    /// Where the supervisor task takes its commands.
+    commands: mpsc::UnboundedSender<Command>,
     /// The hub, for the services modules registered.
-    hub: OnceLock<SupervisedHub>,
+    hub: SupervisedHub,
     /// The specs last given to the supervisor, for a reload's diff.
     configured: Mutex<Vec<ModuleSpec>>,
 }
 
 impl Modules {
-    /// A supervisor for a hub to hold (`HubOptions::supervisor`).
-    pub fn new() -> Arc<Modules> {
-        Arc::new(Modules::default())
+    /// Starts the supervisor and, through it, every module of `specs`, for
+    /// a hub that listens already (`AddOns::supervisor`). Returns at once:
+    /// a module that cannot start is reported, never waited for.
+    pub fn start(
+        hub: SupervisedHub,
+        specs: Vec<ModuleSpec>,
+        tasks: &TaskTracker,
+    ) -> Arc<dyn Supervisor> {
+        let (commands, receiver) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared::default());
+        let closer = hub.clone();
+        let run_ended: RunEnded = Box::new(move |digest| closer.close_authenticated_with(digest));
+        let supervisor =
+            supervisor::Supervisor::new(shared.clone(), run_ended, hub.dir().to_owned());
+        tasks.spawn(supervisor.run(specs.clone(), receiver));
+        Arc::new(Modules {
+            shared,
+            commands,
+            hub,
+            configured: Mutex::new(specs),
+        })
     }
 
     /// Asks for `name` to be stopped and started again; `false` if there is
     /// no such module.
     pub fn restart(&self, name: &str) -> bool {
         let known = self.configured.lock().iter().any(|spec| spec.name == name);
-        if let (true, Some(commands)) = (known, self.commands.get()) {
-            let _ = commands.send(Command::Restart(name.to_owned()));
+        if known {
+            let _ = self.commands.send(Command::Restart(name.to_owned()));
         }
         known
     }
@@ -111,20 +128,6 @@ impl Modules {
 }
 
 impl Supervisor for Modules {
-    fn start(&self, hub: SupervisedHub, specs: Vec<ModuleSpec>, tasks: &TaskTracker) {
-        let (sender, receiver) = mpsc::unbounded_channel();
-        if self.commands.set(sender).is_err() {
-            return; // started already
-        }
-        *self.configured.lock() = specs.clone();
-        let hub_dir = hub.dir().to_owned();
-        let closer = hub.clone();
-        let _ = self.hub.set(hub);
-        let run_ended: RunEnded = Box::new(move |digest| closer.close_authenticated_with(digest));
-        let supervisor = supervisor::Supervisor::new(self.shared.clone(), run_ended, hub_dir);
-        tasks.spawn(supervisor.run(specs, receiver));
-    }
-
     fn authenticate(&self, credential: &str, peer: PeerProcess) -> Result<Authenticated, String> {
         self.shared
             .launches
@@ -137,16 +140,13 @@ impl Supervisor for Modules {
     }
 
     fn reload(&self, specs: Vec<ModuleSpec>) -> ModuleChanges {
-        let Some(commands) = self.commands.get() else {
-            return ModuleChanges::default();
-        };
         let changes = {
             let mut configured = self.configured.lock();
             let changes = supervisor::diff(&configured, &specs);
             *configured = specs.clone();
             changes
         };
-        let _ = commands.send(Command::Apply(specs));
+        let _ = self.commands.send(Command::Apply(specs));
         changes
     }
 
@@ -167,11 +167,8 @@ impl Supervisor for Modules {
     /// for them, a little longer than that at most.
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(async move {
-            let Some(commands) = self.commands.get() else {
-                return;
-            };
             let (done, stopped) = oneshot::channel();
-            if commands.send(Command::Shutdown(done)).is_err() {
+            if self.commands.send(Command::Shutdown(done)).is_err() {
                 return;
             }
             if tokio::time::timeout(STOP_GRACE + Duration::from_secs(2), stopped)

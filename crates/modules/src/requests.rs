@@ -89,11 +89,7 @@ fn restart(modules: &Modules, params: Option<&RawValue>) -> Result<String, Error
 }
 
 fn services_by_module(modules: &Modules) -> HashMap<String, u64> {
-    modules
-        .hub
-        .get()
-        .map(|hub| hub.services_by_module())
-        .unwrap_or_default()
+    modules.hub.services_by_module()
 }
 
 /// The modules' samples for `/metrics`: state (one sample per state, 1 for

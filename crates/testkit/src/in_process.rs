@@ -67,8 +67,8 @@ impl TestHub {
         assert!(self.hub.is_none(), "the test hub runs already");
         // Fresh add-ons for each start, as a new `switchboard serve` has.
         let add_ons = AddOns {
-            observer: Some(Dashboard::new()),
-            supervisor: Some(Modules::new()),
+            observer: Some(Box::new(Dashboard::attach)),
+            supervisor: Some(Box::new(Modules::start)),
         };
         let hub = Hub::start_with(self.options.clone(), add_ons)
             .await

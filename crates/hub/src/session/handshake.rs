@@ -159,7 +159,7 @@ impl Session {
             // A module's launch credential: only for its own process, on
             // the Unix socket (the supervisor checks, `supervise.rs`).
             // Never the bearer's.
-            let Some(supervisor) = &self.hub.supervisor else {
+            let Some(supervisor) = self.hub.supervisor.get() else {
                 tracing::warn!("refused a launch credential: this hub runs no supervisor");
                 return None;
             };

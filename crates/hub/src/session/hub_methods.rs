@@ -8,8 +8,8 @@ use switchboard_protocol::jsonrpc::ErrorObject;
 use switchboard_protocol::ErrorCode;
 
 use super::Session;
+use crate::add_ons::Caller;
 use crate::conn::Identity;
-use crate::observe::Caller;
 use crate::reload;
 
 impl Session {
@@ -37,14 +37,14 @@ impl Session {
         if let Some(answer) = self
             .hub
             .supervisor
-            .as_ref()
+            .get()
             .and_then(|supervisor| supervisor.request(method, &caller, params))
         {
             return Some(answer);
         }
         self.hub
             .observer
-            .as_ref()
+            .get()
             .and_then(|observer| observer.request(method, &caller, params))
     }
 }

@@ -21,6 +21,7 @@ use switchboard_protocol::jsonrpc::{self, json_str, ErrorObject, Layout, Message
 use switchboard_protocol::limits::names;
 use switchboard_protocol::ErrorCode;
 
+use crate::add_ons::PeerProcess;
 use crate::conn::{Conn, Transport};
 use crate::metrics::{Counters, NotifyDrop};
 use crate::outbound::{Class, Pushed};
@@ -30,7 +31,6 @@ use crate::reply;
 use crate::requests;
 use crate::router;
 use crate::state::HubState;
-use crate::supervise::PeerProcess;
 use crate::wire;
 
 mod handshake;

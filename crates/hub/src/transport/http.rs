@@ -135,7 +135,7 @@ fn router(hub: Arc<HubState>) -> Router {
         .route("/metrics", get(metrics))
         .with_state(hub.clone());
     // The observer's pages (the dashboard's `/ui/`), behind the same guard.
-    if let Some(pages) = hub.observer.as_ref().and_then(|observer| observer.routes()) {
+    if let Some(pages) = hub.observer.get().and_then(|observer| observer.routes()) {
         routes = routes.merge(pages);
     }
     routes
