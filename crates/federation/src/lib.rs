@@ -1,5 +1,5 @@
 //! Hubs on several machines as one fabric over NATS
-//! (`shared/spec/federation.md`; the design is `docs/federation.md`).
+//! (`docs/reference/federation.md`; the design is `docs/federation.md`).
 //!
 //! A hub started with `--nats URL --hub-name NAME` runs a [`Federation`]
 //! beside it. The hub knows nothing of NATS: it gets a [`Federated`] (its

@@ -10,7 +10,7 @@
 //! - [`scan`]: the members of an already-validated object, without re-parsing;
 //! - [`discovery`]: the hub directory rule and `hub.json`;
 //! - [`modules`]: launch credentials and the supervised modules' shapes;
-//! - [`tool_call`]: the `tool-provider` contract of `tool-call.md`.
+//! - [`tool_call`]: the `tool-provider` contract of `docs/reference/tool-calls.md`.
 
 pub mod discovery;
 pub mod error;

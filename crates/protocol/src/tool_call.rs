@@ -1,5 +1,6 @@
-//! The tool-call contract of `tool-call.md`: the body of `tools/call`, the
-//! opaque-token validators and the error data providers answer with.
+//! The tool-call contract of `docs/reference/tool-calls.md`: the body of
+//! `tools/call`, the opaque-token validators and the error data providers
+//! answer with.
 
 use std::fmt;
 

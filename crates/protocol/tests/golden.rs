@@ -1,5 +1,5 @@
-//! Golden vectors: every wire shape of `hub-protocol.md` and `tool-call.md`,
-//! written by hand from the spec in `tests/golden/`, decoded into its type,
+//! Golden vectors: every wire shape of `hub-protocol.md` and `tool-calls.md`,
+//! written by hand from the reference in `tests/golden/`, decoded into its type,
 //! encoded again and compared with the file.
 
 use std::path::Path;
@@ -293,7 +293,7 @@ fn principals_are_tagged_by_kind() {
     }
 }
 
-// ---- tool-call.md ----------------------------------------------------------------
+// ---- tool-calls.md ---------------------------------------------------------------
 
 #[test]
 fn minimal_tool_call_request_encodes_exactly_name_and_arguments() {

@@ -1,6 +1,6 @@
-//! The JSON-RPC errors a provider answers `tools/call` with (tool-call.md),
-//! plus the few this SDK adds where the contract is silent (documented in
-//! `docs/tool-calls.md`).
+//! The JSON-RPC errors a provider answers `tools/call` with
+//! (`docs/reference/tool-calls.md`), plus the few this SDK adds where the
+//! contract is silent (documented in `docs/tool-calls.md`).
 
 use serde_json::json;
 use switchboard_protocol::tool_call::error_codes;

@@ -1,4 +1,5 @@
-//! Tool providers for Switchboard: the SDK side of `tool-call.md`.
+//! Tool providers for Switchboard: the SDK side of
+//! `docs/reference/tool-calls.md`.
 //!
 //! ```no_run
 //! # async fn demo(client: switchboard_client::Client) -> Result<(), switchboard_tools::ToolsError> {

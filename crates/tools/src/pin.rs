@@ -1,4 +1,4 @@
-//! Schema pins: `tp1:<tool>:<sha256 hex>:<semantics>` (tool-call.md).
+//! Schema pins: `tp1:<tool>:<sha256 hex>:<semantics>` (docs/reference/tool-calls.md).
 //!
 //! The digest is SHA-256 over the RFC 8785 (JCS) canonical form of the
 //! tool's `inputSchema` with the `description` keyword removed from every

@@ -14,9 +14,10 @@ use super::call::CallError;
 use super::naming::exposed_name;
 use crate::tool::BoxFuture;
 
-/// One entry of a `tools/list` answer (`tool-call.md`): a non-empty `name`,
-/// an object `inputSchema`, an optional `schemaPin`, and whatever else the
-/// source listed (`title`, `description`, `outputSchema`, `annotations`, …).
+/// One entry of a `tools/list` answer (`docs/reference/tool-calls.md`): a
+/// non-empty `name`, an object `inputSchema`, an optional `schemaPin`, and
+/// whatever else the source listed (`title`, `description`,
+/// `outputSchema`, `annotations`, …).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListedTool {
     /// The source's bare tool name.

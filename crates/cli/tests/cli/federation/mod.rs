@@ -1,6 +1,6 @@
-//! Hubs federated over a real `nats-server` (`shared/spec/federation.md`):
+//! Hubs federated over a real `nats-server` (`docs/reference/federation.md`):
 //! three hubs on this machine, each a `switchboard serve` process with its
-//! own directory, clients on each. One module per section of the spec.
+//! own directory, clients on each. One module per section of the reference.
 
 mod authorization;
 mod bad_input;

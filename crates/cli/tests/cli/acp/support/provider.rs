@@ -1,5 +1,5 @@
 //! A real tool provider on the hub, registered through the SDK and serving
-//! `tools/list` and `tools/call` as tool-call.md says.
+//! `tools/list` and `tools/call` as docs/reference/tool-calls.md says.
 //!
 //! - `echo` (read-only): answers `echo: <text>`;
 //! - `write_note` (not read-only): answers `noted <text>`;
