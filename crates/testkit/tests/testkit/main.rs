@@ -3,6 +3,7 @@
 //! former test file; `support` is shared by all of them.
 
 mod architecture_map;
+mod docs_links;
 mod fault_client;
 mod mcp_test_server;
 mod soak;
