@@ -7,7 +7,6 @@ use switchboard_client::{Error, RequestOptions};
 
 use crate::connect;
 use crate::output::emit;
-use crate::serve::DirArgs;
 use crate::target::{self, Params};
 
 #[derive(clap::Args, Debug)]
@@ -22,10 +21,10 @@ message and the data are printed on stderr and the exit status is 1.
 Usage errors (bad PARAMS_JSON, unknown options) exit with status 2.")]
 pub struct CallArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: connect::HubArgs,
     /// Wait at most this many milliseconds for the answer (default: the hub's
     /// defaultRequestTimeoutMs).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "MS", value_parser = milliseconds)]
     timeout: Option<u64>,
     /// The service: an id, or a selector such as protocol=git-object-reader.
     #[arg(value_name = "SERVICE")]
@@ -40,7 +39,7 @@ pub struct CallArgs {
 
 pub async fn call(args: CallArgs) -> anyhow::Result<()> {
     let params = args.params.map(Params::load).transpose()?;
-    let client = connect::connect(&args.dir, "call").await?;
+    let client = connect::connect(&args.hub, "call").await?;
     if let Some(timeout) = args.timeout {
         let max = client.limits().max_request_timeout_ms;
         if timeout > max {
@@ -80,5 +79,14 @@ pub async fn call(args: CallArgs) -> anyhow::Result<()> {
             args.method,
             service.service_id
         )),
+    }
+}
+
+/// A timeout in milliseconds: a whole number, at least 1.
+fn milliseconds(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("a timeout is at least 1 millisecond".into()),
+        Ok(ms) => Ok(ms),
+        Err(_) => Err(format!("{text:?} is not a whole number of milliseconds")),
     }
 }

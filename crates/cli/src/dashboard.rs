@@ -14,7 +14,6 @@ use switchboard_discovery as dir;
 
 use crate::connect;
 use crate::output::emit;
-use crate::serve::DirArgs;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -25,21 +24,24 @@ hub's port first (ssh -L PORT:127.0.0.1:PORT) and open the printed link on
 your side.")]
 pub struct DashboardArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: connect::HubArgs,
     /// Print the login link instead of opening a browser.
     #[arg(long)]
     print_url: bool,
 }
 
 pub async fn dashboard(args: DashboardArgs) -> anyhow::Result<()> {
-    let hub_dir = connect::hub_dir(&args.dir);
+    // A login code is the hub's own user's (`direct`), for a page the hub
+    // serves on its loopback port.
+    args.hub.local_only("switchboard dashboard")?;
+    let hub_dir = args.hub.hub_dir();
     let info = dir::read_info(&hub_dir)
         .map_err(|error| anyhow::anyhow!("no hub is running on {}: {error}", hub_dir.display()))?;
     let Some(ws) = info.ws.as_deref() else {
         bail!("the hub serves no HTTP port (it was started with --no-ws), so no dashboard");
     };
     let base = http_base(ws)?;
-    let client = connect::connect(&args.dir, "dashboard").await?;
+    let client = connect::connect(&args.hub, "dashboard").await?;
     let answer = client
         .call_hub(method::DASHBOARD_LOGIN, &json!({}))
         .await

@@ -137,3 +137,33 @@ mod tests {
         );
     }
 }
+
+/// `3h 2m`, `5m 12s`, `41s`, `0.3s`: two units at most, the one duration
+/// format of every command (and of the dashboard's page).
+pub fn duration(elapsed: std::time::Duration) -> String {
+    let ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    let seconds = ms / 1000;
+    match seconds {
+        0 => format!("0.{}s", ms / 100),
+        1..=59 => format!("{seconds}s"),
+        60..=3599 => format!("{}m {}s", seconds / 60, seconds % 60),
+        3600..=86399 => format!("{}h {}m", seconds / 3600, (seconds % 3600) / 60),
+        _ => format!("{}d {}h", seconds / 86400, (seconds % 86400) / 3600),
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_use_two_units_at_most() {
+        let ms = Duration::from_millis;
+        assert_eq!(duration(ms(300)), "0.3s");
+        assert_eq!(duration(ms(41_000)), "41s");
+        assert_eq!(duration(ms(312_000)), "5m 12s");
+        assert_eq!(duration(ms(3 * 3600 * 1000 + 125_000)), "3h 2m");
+        assert_eq!(duration(ms(2 * 86_400_000 + 3_700_000)), "2d 1h");
+    }
+}

@@ -23,6 +23,7 @@ mod service;
 mod services;
 mod status;
 mod target;
+mod token;
 mod top;
 
 #[derive(Parser)]
@@ -41,7 +42,7 @@ enum Command {
     /// Run the hub in the foreground until SIGTERM or SIGINT (SIGHUP reloads the config).
     Serve(serve::ServeArgs),
     /// Make the running hub re-read its config file.
-    Reload(serve::DirArgs),
+    Reload(connect::HubArgs),
     /// List the services in the catalog (--watch: follow every change live).
     Services(services::ServicesArgs),
     /// Serve the Agent Client Protocol on stdio (for editors such as Zed).
@@ -64,6 +65,9 @@ enum Command {
     Modules(modules::ModulesArgs),
     /// Install the hub as a systemd user service (or remove it).
     Service(service::ServiceArgs),
+    /// Make a token for a named principal: `token new NAME` writes it to a
+    /// private file and prints the config lines.
+    Token(token::TokenArgs),
 }
 
 fn main() -> ExitCode {
@@ -103,16 +107,34 @@ fn main() -> ExitCode {
             Command::ProvideMcp(args) => provide_mcp::provide_mcp(args).await,
             Command::Modules(args) => modules::modules(args).await,
             Command::Service(args) => service::service(args).await,
+            Command::Token(args) => token::token(args).await,
         }
     });
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("switchboard: {error:#}");
-            ExitCode::FAILURE
+            let status = error.downcast_ref::<Exit>().map_or(1, |exit| exit.status);
+            ExitCode::from(status)
         }
     }
 }
+
+/// A failure that ends the command with an exit status other than 1 (2:
+/// it cannot run here at all, as `top` without a terminal).
+#[derive(Debug)]
+pub struct Exit {
+    pub status: u8,
+    pub message: String,
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Exit {}
 
 /// Logs go to stderr (stdout is for command output, and for `mcp`/`acp` it
 /// carries the protocol); `RUST_LOG` filters them (default: info). Colour

@@ -14,10 +14,9 @@ use switchboard_client::protocol::modules::{ModuleState, ModuleStatus, ModulesRe
 use switchboard_client::Client;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::connect;
-use crate::describe;
+use crate::connect::{self, HubArgs};
+use crate::describe::{self, duration};
 use crate::output::{emit, Emitted};
-use crate::serve::DirArgs;
 
 /// How long `restart` waits to see the new run (the old one has
 /// `STOP_GRACE`, 5 s, to exit after SIGTERM).
@@ -35,7 +34,7 @@ A module's stdout and stderr are in <dir>/modules/NAME.log (and NAME.log.1,
 the part before the last rotation); `logs` prints both, oldest first.")]
 pub struct ModulesArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: HubArgs,
     /// Print the modules as JSON (what hub/modules answers).
     #[arg(long)]
     json: bool,
@@ -50,7 +49,7 @@ enum Action {
     Restart {
         name: String,
         #[command(flatten)]
-        dir: DirArgs,
+        hub: HubArgs,
     },
     /// Print a module's log (its stdout and stderr); -f keeps following it.
     Logs {
@@ -60,19 +59,23 @@ enum Action {
         #[arg(short, long)]
         follow: bool,
         #[command(flatten)]
-        dir: DirArgs,
+        hub: HubArgs,
     },
 }
 
 pub async fn modules(args: ModulesArgs) -> anyhow::Result<()> {
     // `--dir` may come before the subcommand or after it.
-    let pick = |own: DirArgs| DirArgs {
-        dir: own.dir.or_else(|| args.dir.dir.clone()),
+    let hub = match &args.action {
+        None => args.hub.clone(),
+        Some(Action::Restart { hub, .. } | Action::Logs { hub, .. }) => hub.clone().or(&args.hub),
     };
+    // The modules are the hub's own user's: `hub/modules` answers only its
+    // `direct` principal, and the logs are files in the hub directory.
+    hub.local_only("switchboard modules")?;
     match args.action {
-        None => list(&args.dir, args.json).await,
-        Some(Action::Restart { name, dir }) => restart(&pick(dir), &name).await,
-        Some(Action::Logs { name, follow, dir }) => logs(&pick(dir), &name, follow).await,
+        None => list(&hub, args.json).await,
+        Some(Action::Restart { name, .. }) => restart(&hub, &name).await,
+        Some(Action::Logs { name, follow, .. }) => logs(&hub, &name, follow).await,
     }
 }
 
@@ -87,8 +90,8 @@ pub async fn fetch(client: &Client) -> anyhow::Result<Vec<ModuleStatus>> {
     Ok(result.modules)
 }
 
-async fn list(dir: &DirArgs, as_json: bool) -> anyhow::Result<()> {
-    let client = connect::connect(dir, "modules").await?;
+async fn list(hub: &HubArgs, as_json: bool) -> anyhow::Result<()> {
+    let client = connect::connect(hub, "modules").await?;
     let modules = fetch(&client).await;
     client.close();
     let modules = modules?;
@@ -117,7 +120,9 @@ pub fn table(modules: &[ModuleStatus]) -> String {
         .iter()
         .map(|m| {
             let state = match (m.state, m.retry_in_ms) {
-                (ModuleState::Backoff, Some(ms)) => format!("backoff ({})", duration(ms)),
+                (ModuleState::Backoff, Some(ms)) => {
+                    format!("backoff ({})", duration(Duration::from_millis(ms)))
+                }
                 (state, _) => state.name().to_owned(),
             };
             vec![
@@ -125,7 +130,8 @@ pub fn table(modules: &[ModuleStatus]) -> String {
                 state,
                 m.pid.map_or_else(|| "-".into(), |p| p.to_string()),
                 m.restarts.to_string(),
-                m.uptime_ms.map_or_else(|| "-".into(), duration),
+                m.uptime_ms
+                    .map_or_else(|| "-".into(), |ms| duration(Duration::from_millis(ms))),
                 m.services.to_string(),
                 m.last_exit.clone().unwrap_or_else(|| "-".into()),
             ]
@@ -134,20 +140,8 @@ pub fn table(modules: &[ModuleStatus]) -> String {
     describe::table(&HEADER, &rows)
 }
 
-/// `3h 2m`, `5m 12s`, `41s`, `0.3s`: two units at most.
-pub fn duration(ms: u64) -> String {
-    let seconds = ms / 1000;
-    match seconds {
-        0 => format!("{}.{}s", ms / 1000, (ms % 1000) / 100),
-        1..=59 => format!("{seconds}s"),
-        60..=3599 => format!("{}m {}s", seconds / 60, seconds % 60),
-        3600..=86399 => format!("{}h {}m", seconds / 3600, (seconds % 3600) / 60),
-        _ => format!("{}d {}h", seconds / 86400, (seconds % 86400) / 3600),
-    }
-}
-
-async fn restart(dir: &DirArgs, name: &str) -> anyhow::Result<()> {
-    let client = connect::connect(dir, "modules restart").await?;
+async fn restart(hub: &HubArgs, name: &str) -> anyhow::Result<()> {
+    let client = connect::connect(hub, "modules restart").await?;
     let outcome = restart_and_watch(&client, name).await;
     client.close();
     emit(&format!("{}\n", outcome?))?;
@@ -224,8 +218,8 @@ fn log_path(hub_dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
     Ok(hub_dir.join("modules").join(format!("{name}.log")))
 }
 
-async fn logs(dir: &DirArgs, name: &str, follow: bool) -> anyhow::Result<()> {
-    let hub_dir = connect::hub_dir(dir);
+async fn logs(hub: &HubArgs, name: &str, follow: bool) -> anyhow::Result<()> {
+    let hub_dir = hub.hub_dir();
     let path = log_path(&hub_dir, name)?;
     let rotated = path.with_extension("log.1");
     if !path.exists() && !rotated.exists() {
@@ -301,15 +295,6 @@ fn copy_rest(file: &mut File) -> anyhow::Result<Emitted> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_use_two_units_at_most() {
-        assert_eq!(duration(300), "0.3s");
-        assert_eq!(duration(41_000), "41s");
-        assert_eq!(duration(312_000), "5m 12s");
-        assert_eq!(duration(3 * 3600 * 1000 + 125_000), "3h 2m");
-        assert_eq!(duration(2 * 86_400_000 + 3_700_000), "2d 1h");
-    }
 
     #[test]
     fn log_names_stay_in_the_modules_directory() {

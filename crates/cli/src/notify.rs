@@ -3,7 +3,6 @@
 use anyhow::Context;
 
 use crate::connect;
-use crate::serve::DirArgs;
 use crate::target::{self, Params};
 
 #[derive(clap::Args, Debug)]
@@ -15,7 +14,7 @@ Notifications are never acknowledged: exit status 0 means the hub received
 the notification, not that the service handled it. Nothing is printed.")]
 pub struct NotifyArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: connect::HubArgs,
     /// The service: an id, or a selector such as protocol=git-ref-watcher.
     #[arg(value_name = "SERVICE")]
     service: String,
@@ -29,7 +28,7 @@ pub struct NotifyArgs {
 
 pub async fn notify(args: NotifyArgs) -> anyhow::Result<()> {
     let params = args.params.map(Params::load).transpose()?;
-    let client = connect::connect(&args.dir, "notify").await?;
+    let client = connect::connect(&args.hub, "notify").await?;
     let service = target::resolve(&client, &args.service).await?;
     client
         .notify_raw(&service.service_id, &args.method, params.as_deref())

@@ -16,6 +16,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
 
+use crate::connect::HubArgs;
+
 /// `--dir`, shared by every command that talks to a hub.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DirArgs {
@@ -29,9 +31,15 @@ pub struct DirArgs {
 pub struct ServeArgs {
     #[command(flatten)]
     dir: DirArgs,
-    /// Address of the WebSocket and metrics listener (port 0 picks a free one).
-    #[arg(long, default_value = "127.0.0.1:0")]
+    /// Address of the WebSocket and metrics listener: IP:PORT or
+    /// localhost:PORT (port 0 picks a free one). Loopback only, unless
+    /// --allow-non-loopback.
+    #[arg(long, default_value = "127.0.0.1:0", value_parser = socket_address)]
     ws: SocketAddr,
+    /// Let --ws listen on an address other machines reach. That listener has
+    /// no TLS; for clients on other machines, --remote serves TLS instead.
+    #[arg(long)]
+    allow_non_loopback: bool,
     /// Serve the Unix socket only: no WebSocket, no /metrics.
     #[arg(long, conflicts_with = "ws")]
     no_ws: bool,
@@ -49,7 +57,7 @@ pub struct ServeArgs {
     /// Also listen for remote clients on ADDR: WebSocket over TLS (needs
     /// --tls-cert and --tls-key); only named principals of the config may
     /// authenticate there.
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = socket_address)]
     remote: Option<SocketAddr>,
     /// PEM certificate chain of the remote listener.
     #[arg(long, value_name = "FILE")]
@@ -106,7 +114,36 @@ fn remote_options(args: &ServeArgs) -> anyhow::Result<Option<RemoteOptions>> {
     }
 }
 
+/// `HOST:PORT` where HOST is an IP address or `localhost` (127.0.0.1).
+fn socket_address(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(address) = text.parse() {
+        return Ok(address);
+    }
+    let port = text.strip_prefix("localhost:").ok_or_else(|| {
+        format!("{text:?} is not HOST:PORT with an IP address or localhost, such as 127.0.0.1:0")
+    })?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("{port:?} is not a port (0 to 65535)"))?;
+    Ok(SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+}
+
+/// The WebSocket port serves anyone with a token and has no TLS: off this
+/// machine only when asked for in so many words.
+fn check_ws(args: &ServeArgs) -> anyhow::Result<()> {
+    if !args.no_ws && !args.ws.ip().is_loopback() && !args.allow_non_loopback {
+        bail!(
+            "--ws {} listens where other machines reach it, without TLS; \
+             add --allow-non-loopback if you mean it (for other machines, --remote \
+             serves TLS to named principals only)",
+            args.ws
+        );
+    }
+    Ok(())
+}
+
 pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    check_ws(&args)?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
     let mut hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
@@ -154,8 +191,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
 /// Asks the hub to reload through `hub/reload`, so a bad config is reported
 /// here instead of only in the hub's log.
-pub async fn reload(args: DirArgs) -> anyhow::Result<()> {
-    let dir = dir::hub_dir(args.dir.as_deref());
+pub async fn reload(args: HubArgs) -> anyhow::Result<()> {
+    // Reloading is the hub's own user's (`direct`), on its machine.
+    args.local_only("switchboard reload")?;
+    let dir = args.hub_dir();
     let info =
         dir::read_info(&dir).with_context(|| format!("no hub is running on {}", dir.display()))?;
     let stream = UnixStream::connect(&info.socket)

@@ -11,7 +11,6 @@ use tokio::signal::unix::{signal, SignalKind};
 use crate::connect;
 use crate::describe::{self, metadata_summary};
 use crate::output::{emit, Emitted};
-use crate::serve::DirArgs;
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
@@ -27,7 +26,7 @@ TIME is UTC, RFC 3339. With --json --watch, every line is one JSON object
 ({\"event\": \"snapshot\"|\"added\"|\"updated\"|\"removed\"|\"resynced\", ...}).")]
 pub struct ServicesArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: connect::HubArgs,
     /// Print the services as JSON ({serviceId, clientId, principal, metadata} each).
     #[arg(long)]
     json: bool,
@@ -41,7 +40,7 @@ const HEADER: [&str; 4] = ["SERVICE", "OWNER", "PRINCIPAL", "METADATA"];
 const HEADER_WITH_HUB: [&str; 5] = ["SERVICE", "HUB", "OWNER", "PRINCIPAL", "METADATA"];
 
 pub async fn services(args: ServicesArgs) -> anyhow::Result<()> {
-    let client = connect::connect(&args.dir, "services").await?;
+    let client = connect::connect(&args.hub, "services").await?;
     let mut catalog = client
         .catalog()
         .await

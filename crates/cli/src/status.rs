@@ -12,10 +12,10 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 use crate::connect;
+use crate::connect::HubArgs;
 use crate::modules;
-use crate::output::emit;
+use crate::output::{emit, Emitted};
 use crate::scrape::{self, Metric, Metrics};
-use crate::serve::DirArgs;
 
 /// How long the socket may take to answer `ping`.
 const PING_WAIT: Duration = Duration::from_secs(5);
@@ -40,25 +40,64 @@ const SHOWN: [(&str, &str); 14] = [
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Prints `key: value` lines: hub, dir, pid, socket, websocket, (on a hub of a
-federation: federation, nats, hubs), then the counts
+Prints `key: value` lines: hub, dir, pid, socket, websocket, remote (the
+TLS listener for other machines, or off), (on a hub of a federation:
+federation, nats, hubs), then the counts
 from the hub's /metrics (connections, services, catalog subscribers, requests
 in flight, started, completed and failed, notifications forwarded and dropped,
 queued bytes, …), counts by reason in parentheses, then the modules the hub
 supervises, one line each (state, pid, services, restarts, last exit).
 
+With --url (a hub on another machine) or --token-file (a named principal),
+only what that principal may see: the hub's version, its principal, client
+id, limits and the services it may discover.
+
 Exit status: 0 when a hub runs (hub.json is there and its socket answers
-ping), 1 otherwise.")]
+ping; with --url, the hub answers initialize), 1 otherwise.")]
 pub struct StatusArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: HubArgs,
     /// Print one JSON object instead ({running, dir, pid, socket, ws, metrics}).
     #[arg(long)]
     json: bool,
+    /// Print it again every 2 seconds, until interrupted (a hub that is not
+    /// running is reported and looked for again).
+    #[arg(long)]
+    watch: bool,
 }
 
+/// How often `--watch` prints.
+const WATCH_EVERY: Duration = Duration::from_secs(2);
+
 pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
-    let hub_dir = connect::hub_dir(&args.dir);
+    if !args.watch {
+        return report(&args).await;
+    }
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("cannot watch SIGINT")?;
+    loop {
+        let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        if !args.json && matches!(emit(&format!("--- {when}\n"))?, Emitted::ReaderGone) {
+            return Ok(());
+        }
+        if let Err(error) = report(&args).await {
+            if !args.json {
+                emit(&format!("hub: not running ({error:#})\n"))?;
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+            _ = interrupt.recv() => return Ok(()),
+        }
+    }
+}
+
+/// The status once.
+async fn report(args: &StatusArgs) -> anyhow::Result<()> {
+    if args.hub.url.is_some() || args.hub.token_file.is_some() {
+        return as_principal(&args).await;
+    }
+    let hub_dir = args.hub.hub_dir();
     let running = check_running(&hub_dir).await;
     let info = match running {
         Ok(info) => info,
@@ -75,7 +114,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         Some(ws) => scrape::scrape(ws).await,
         None => Err(anyhow!("the hub serves no WebSocket port, so no /metrics")),
     };
-    let modules = supervised(&args.dir).await;
+    let modules = supervised(&args.hub).await;
     let federation = info
         .federation
         .as_ref()
@@ -87,6 +126,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
             "pid": info.pid,
             "socket": info.socket,
             "ws": info.ws,
+            "remote": info.remote,
             "metrics": metrics.as_ref().map_or(Value::Null, metrics_json),
             "modules": modules.as_ref().ok(),
         });
@@ -105,6 +145,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         format!("pid: {}", info.pid),
         format!("socket: {}", info.socket.display()),
         format!("websocket: {}", info.ws.as_deref().unwrap_or("none")),
+        format!("remote: {}", info.remote.as_deref().unwrap_or("off")),
     ];
     if let Some(federation) = &federation {
         lines.extend(federation.lines());
@@ -122,11 +163,54 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
 }
 
 /// The hub's modules (`hub/modules`), on a connection of its own.
-async fn supervised(dir: &DirArgs) -> anyhow::Result<Vec<ModuleStatus>> {
-    let client = connect::connect(dir, "status").await?;
+async fn supervised(hub: &HubArgs) -> anyhow::Result<Vec<ModuleStatus>> {
+    let client = connect::connect(hub, "status").await?;
     let modules = modules::fetch(&client).await;
     client.close();
     modules
+}
+
+/// `status` as a named principal (`--url`, `--token-file`): the hub's
+/// counters, modules and directory are its own user's, so this shows what
+/// the principal's own connection says.
+async fn as_principal(args: &StatusArgs) -> anyhow::Result<()> {
+    let place = args
+        .hub
+        .url
+        .clone()
+        .unwrap_or_else(|| args.hub.hub_dir().display().to_string());
+    let client = connect::connect(&args.hub, "status").await?;
+    let session = client.session();
+    let catalog = client.catalog().await.context("cannot read the catalog")?;
+    let services = catalog.initial().len();
+    client.close();
+    if args.json {
+        let report = json!({
+            "running": true,
+            "hub": place,
+            "serverInfo": session.server_info,
+            "protocolVersion": session.protocol_version,
+            "principal": session.principal,
+            "clientId": session.client_id,
+            "services": services,
+            "limits": session.limits,
+        });
+        emit(&format!("{}\n", serde_json::to_string_pretty(&report)?))?;
+        return Ok(());
+    }
+    let lines = [
+        "hub: running".to_owned(),
+        format!("hub at: {place}"),
+        format!(
+            "version: {} {} (protocol {})",
+            session.server_info.name, session.server_info.version, session.protocol_version
+        ),
+        format!("principal: {}", session.principal.label()),
+        format!("client id: {}", session.client_id),
+        format!("services you can see: {services}"),
+    ];
+    emit(&format!("{}\n", lines.join("\n")))?;
+    Ok(())
 }
 
 /// `modules: 3 (2 running, 1 given-up)`, then one line per module.

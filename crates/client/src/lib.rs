@@ -28,6 +28,7 @@ mod connection;
 mod error;
 pub mod launch;
 mod service;
+mod tls;
 mod transport;
 
 pub use catalog::{Catalog, CatalogEvent, Selector, ServiceInfo};

@@ -33,11 +33,22 @@ pub struct Request {
 impl Request {
     /// The params decoded as `T`; a mismatch answers `-32602`.
     pub fn params<T: DeserializeOwned>(&self) -> Result<T, ErrorObject> {
-        let raw = self.params.as_deref().map_or("null", RawValue::get);
-        serde_json::from_str(raw).map_err(|error| {
+        let Some(raw) = self.params.as_deref() else {
+            return serde_json::from_str("null").map_err(|_| {
+                ErrorObject::new(
+                    ErrorCode::InvalidParams,
+                    format!("{} needs params, and none were sent", self.method),
+                )
+            });
+        };
+        serde_json::from_str(raw.get()).map_err(|error| {
             ErrorObject::new(
                 ErrorCode::InvalidParams,
-                format!("invalid params for {}: {error}", self.method),
+                format!(
+                    "invalid params for {}: {}",
+                    self.method,
+                    without_type_names(&error.to_string())
+                ),
             )
         })
     }
@@ -146,5 +157,48 @@ impl<H: Handler + ?Sized> Handler for Arc<H> {
 
     fn notification(&self, notification: Notification) -> BoxFuture<()> {
         (**self).notification(notification)
+    }
+}
+
+/// serde's message without the Rust type names it names (`expected struct
+/// RefsParams`), which mean nothing to whoever sent the params.
+fn without_type_names(message: &str) -> String {
+    let mut text = message.to_owned();
+    for (kind, plain) in [
+        ("expected tuple struct ", "expected an array"),
+        ("expected struct variant ", "expected an object"),
+        ("expected struct ", "expected an object"),
+        ("expected unit struct ", "expected null"),
+        ("expected enum ", "expected one of the accepted values"),
+    ] {
+        while let Some(start) = text.find(kind) {
+            let name_start = start + kind.len();
+            let name_end = text[name_start..]
+                .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | ':' | '<' | '>')))
+                .map_or(text.len(), |end| name_start + end);
+            text.replace_range(start..name_end, plain);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_type_names;
+
+    #[test]
+    fn serde_messages_lose_their_rust_type_names() {
+        assert_eq!(
+            without_type_names("invalid type: null, expected struct RefsParams at line 1 column 4"),
+            "invalid type: null, expected an object at line 1 column 4"
+        );
+        assert_eq!(
+            without_type_names("invalid type: string \"x\", expected enum Mode"),
+            "invalid type: string \"x\", expected one of the accepted values"
+        );
+        assert_eq!(
+            without_type_names("missing field `repo`"),
+            "missing field `repo`"
+        );
     }
 }

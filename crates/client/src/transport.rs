@@ -27,8 +27,15 @@ pub enum Endpoint {
         path: PathBuf,
         token: Option<String>,
     },
-    /// A WebSocket URL such as `ws://127.0.0.1:7000/`.
-    WebSocket { url: String, token: Option<String> },
+    /// A WebSocket URL such as `ws://127.0.0.1:7000/`, or `wss://HOST:PORT/`
+    /// (a hub's remote listener): its certificate is checked against the
+    /// system's roots, or only against the PEM certificates in `ca_cert`
+    /// when it is given (a private CA, a self-signed hub).
+    WebSocket {
+        url: String,
+        token: Option<String>,
+        ca_cert: Option<PathBuf>,
+    },
 }
 
 /// Reads `hub.json` from a hub directory (`None`: the directory rule).
@@ -69,10 +76,24 @@ pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<
             let (reader, writer) = open_unix(path).await?;
             Ok((reader, writer, token.clone()))
         }
-        Endpoint::WebSocket { url, token } => {
-            let (socket, _) = tokio_tungstenite::connect_async(url.as_str())
-                .await
-                .map_err(|error| Error::WebSocket(format!("cannot connect to {url}: {error}")))?;
+        Endpoint::WebSocket {
+            url,
+            token,
+            ca_cert,
+        } => {
+            let connector = if url.starts_with("wss://") {
+                Some(crate::tls::connector(ca_cert.as_deref())?)
+            } else {
+                None
+            };
+            let (socket, _) = tokio_tungstenite::connect_async_tls_with_config(
+                url.as_str(),
+                None,
+                false,
+                connector,
+            )
+            .await
+            .map_err(|error| Error::WebSocket(format!("cannot connect to {url}: {error}")))?;
             let (sink, stream) = socket.split();
             Ok((Reader::Ws(stream), Writer::Ws(sink), token.clone()))
         }

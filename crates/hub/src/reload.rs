@@ -13,10 +13,10 @@ use crate::state::HubState;
 /// whose token no longer maps to their principal are closed. A config that
 /// fails to load changes nothing.
 pub fn reload(hub: &HubState) -> Result<ReloadResult, ConfigError> {
-    let config = match &hub.config_path {
-        Some(path) => Config::load(path)?,
-        None => Config::default(),
+    let Some(path) = &hub.config_path else {
+        return Err(ConfigError::NoConfigFile);
     };
+    let config = Config::load(path)?;
     if config.limits != hub.limits {
         tracing::warn!("the config's [limits] changed; they apply when the hub restarts");
     }

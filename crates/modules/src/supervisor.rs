@@ -293,9 +293,20 @@ impl Supervisor {
         (self.run_ended)(&ended.digest);
         let (exit, success) = describe_exit(&status);
         module.log.note(&format!("pid {} {exit}", ended.pid));
-        module.last_exit = Some(exit.clone());
         let lasted = ended.started.elapsed();
         let phase = std::mem::replace(&mut module.phase, Phase::Exited);
+        // A stop the hub asked for says so: "exited with status 0" alone
+        // would read as the module's own doing.
+        module.last_exit = Some(match &phase {
+            Phase::Stopping(AfterStop::Start(None)) => format!("restarted on request ({exit})"),
+            Phase::Stopping(AfterStop::Start(Some(_))) => {
+                format!("restarted for a config change ({exit})")
+            }
+            Phase::Stopping(AfterStop::Nothing | AfterStop::Forget) => {
+                format!("stopped by the hub ({exit})")
+            }
+            _ => exit.clone(),
+        });
         match phase {
             Phase::Stopping(AfterStop::Nothing) => {
                 tracing::info!(module = %name, %exit, "stopped a module");

@@ -27,6 +27,7 @@ pub async fn connect_ws(info: &HubInfo, name: &str) -> Client {
         Endpoint::WebSocket {
             url,
             token: Some(info.token.clone()),
+            ca_cert: None,
         },
         name,
     )

@@ -9,6 +9,7 @@
 mod model;
 mod view;
 
+use std::io::IsTerminal;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use switchboard_client::protocol::hub::method;
 use switchboard_client::Client;
 
 use crate::connect;
-use crate::serve::DirArgs;
+use crate::Exit;
 use model::Snapshot;
 use view::View;
 
@@ -36,11 +37,25 @@ order; arrows, PgUp, PgDn, Home scroll. Rates are per second, over the last
 second.")]
 pub struct TopArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: connect::HubArgs,
 }
 
 pub async fn top(args: TopArgs) -> anyhow::Result<()> {
-    let client = connect::connect(&args.dir, "top").await?;
+    // Without a terminal the screen cannot be drawn, and trying leaves
+    // escape sequences behind: say so before anything is written.
+    if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
+        return Err(Exit {
+            status: 2,
+            message: "switchboard top needs a terminal for its input and output (over SSH, \
+                      `ssh -t`); without one, `switchboard status --watch` or \
+                      `switchboard services --watch` show the same live"
+                .into(),
+        }
+        .into());
+    }
+    // The snapshot is the hub's own user's (`direct`).
+    args.hub.local_only("switchboard top")?;
+    let client = connect::connect(&args.hub, "top").await?;
     // The first one before the screen changes, so a refusal reads plainly.
     let first = fetch(&client).await?;
     let (news, screen_news) = mpsc::channel();

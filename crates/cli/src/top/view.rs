@@ -2,12 +2,17 @@
 //! line of keys, with ratatui. Nothing here talks to the hub.
 
 use std::cmp::Ordering;
+use std::time::Duration;
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style, Stylize};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
+
+use crate::describe::duration;
 
 use super::model::{
     connection_rows, metadata_text, principal_label, ConnectionRow, Snapshot, Tick,
@@ -172,7 +177,7 @@ impl View {
         first.extend(field("pid", snapshot.hub.pid.to_string()));
         first.extend(field(
             "uptime",
-            duration(tick.map_or(0, |t| t.uptime_seconds)),
+            duration(Duration::from_secs(tick.map_or(0, |t| t.uptime_seconds))),
         ));
         first.extend(field(
             "memory",
@@ -233,11 +238,11 @@ impl View {
                 order
             }
         });
-        let cells: Vec<Row> = rows
+        let cells: Vec<Vec<String>> = rows
             .iter()
             .map(|r| {
                 let c = &r.connection;
-                Row::new(vec![
+                vec![
                     clean(c.client_id.as_deref().unwrap_or("(not initialized)")),
                     clean(&principal_label(&c.principal)),
                     clean(&c.transport),
@@ -251,8 +256,8 @@ impl View {
                     bytes(c.bytes_in),
                     bytes(c.bytes_out),
                     c.drops.to_string(),
-                    duration(r.age_seconds),
-                ])
+                    duration(Duration::from_secs(r.age_seconds)),
+                ]
             })
             .collect();
         let title = format!(" Connections ({}) ", rows.len());
@@ -296,7 +301,7 @@ impl View {
             }
         });
         let count = rows.len();
-        let cells: Vec<Row> = rows.into_iter().map(Row::new).collect();
+        let cells: Vec<Vec<String>> = rows.into_iter().map(Vec::from).collect();
         let title = format!(" Services ({count}) ");
         let focused = self.focus == Focus::Services;
         render_table(
@@ -316,11 +321,23 @@ fn render_table(
     area: Rect,
     title: &str,
     columns: &[(&str, u16)],
-    rows: Vec<Row>,
+    rows: Vec<Vec<String>>,
     view: &mut TableView,
     focused: bool,
 ) {
     let count = rows.len();
+    // A cell longer than its column ends in `…`, so a cut is never silent.
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|cells| {
+            Row::new(
+                cells
+                    .iter()
+                    .zip(columns)
+                    .map(|(cell, (_, width))| fit(cell, *width)),
+            )
+        })
+        .collect();
     if let Some(selected) = view.state.selected() {
         view.state
             .select(Some(selected.min(count.saturating_sub(1))));
@@ -411,19 +428,27 @@ pub fn bytes(value: u64) -> String {
     }
 }
 
-pub fn duration(seconds: u64) -> String {
-    let (d, h, m, s) = (
-        seconds / 86400,
-        seconds % 86400 / 3600,
-        seconds % 3600 / 60,
-        seconds % 60,
-    );
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) => format!("{m}m{s:02}s"),
-        (0, _, _) => format!("{h}h{m:02}m"),
-        _ => format!("{d}d{h:02}h"),
+/// `text` cut to `width` columns of the terminal, its last one `…` when it
+/// was longer.
+pub fn fit(text: &str, width: u16) -> String {
+    let width = usize::from(width);
+    if text.width() <= width {
+        return text.to_owned();
     }
+    let mut fitted = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > width {
+            break;
+        }
+        fitted.push(c);
+        used += w;
+    }
+    if width > 0 {
+        fitted.push('…');
+    }
+    fitted
 }
 
 fn millis(value: Option<f64>) -> String {
@@ -443,7 +468,10 @@ mod tests {
     fn formats_and_cleans() {
         assert_eq!(clean("a\u{1b}[2Jb\n"), "a [2Jb ");
         assert_eq!(bytes(1536), "1.5 KiB");
-        assert_eq!(duration(3725), "1h02m");
+        assert_eq!(duration(Duration::from_secs(3725)), "1h 2m");
+        assert_eq!(fit("abcdef", 4), "abc…");
+        assert_eq!(fit("abc", 4), "abc");
+        assert_eq!(fit("日本語です", 5), "日本…");
         assert_eq!(rate(12345.0), "12.3k");
         assert_eq!(millis(Some(0.5)), "500µs");
     }

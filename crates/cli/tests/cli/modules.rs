@@ -154,6 +154,14 @@ async fn a_killed_module_leaves_the_catalog_and_is_restarted_with_new_service_id
     );
     let status = wait_module(&client, "alpha", "restarted again", |m| m.restarts == 2).await;
     assert_ne!(status.pid, Some(pid_in(&me)));
+    // The stop was the hub's, on request: its last exit says so.
+    assert!(
+        status
+            .last_exit
+            .as_deref()
+            .is_some_and(|exit| exit.starts_with("restarted on request (")),
+        "{status:?}"
+    );
     let unknown = switchboard(&["modules", "restart", "ghost", "--dir", hub.dir_arg()]).await;
     assert_eq!(unknown.code(), 1);
     assert!(
@@ -263,6 +271,7 @@ async fn a_stolen_credential_is_refused_while_the_module_itself_reconnects() {
         endpoint: Endpoint::WebSocket {
             url: url.clone(),
             token: Some(stolen.clone()),
+            ca_cert: None,
         },
         client_name: "thief".into(),
     })
@@ -516,7 +525,7 @@ fn bad_module_configs_are_refused_with_their_line() {
             "unknown variant `sometimes`",
         ),
         (
-            format!("[principals.a]\ntoken = \"t\"\n[modules.a]\ncommand = {command}\n"),
+            format!("[principals.a]\ntoken = \"a-token-0123456789\"\n[modules.a]\ncommand = {command}\n"),
             0,
             "a module has this name too",
         ),

@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 
 const CONFIG: &str = r#"
 [principals.explorer]
-token = "explorer-secret"
+token = "explorer-secret-0123"
 
 [principals.git]
-token = "git-secret"
+token = "git-secret-0123456"
 "#;
 
 const GRANT: &str = r#"
@@ -118,12 +118,12 @@ fn sighup_reloads_the_config() {
     let hub = HubProcess::builder().dir(&dir).config(&config).start();
 
     let mut git = LineClient::connect(&hub.socket());
-    git.initialize("git-secret");
+    git.initialize("git-secret-0123456");
     let service = git.request("client/registerService", json!({"metadata": {}}))["result"]
         ["serviceId"]
         .clone();
     let mut explorer = LineClient::connect(&hub.socket());
-    explorer.initialize("explorer-secret");
+    explorer.initialize("explorer-secret-0123");
     let snapshot = explorer.request("subscribe", json!({"channel": "ahp-client-services://"}));
     assert_eq!(
         snapshot["result"]["snapshot"]["state"]["services"],
@@ -182,7 +182,7 @@ fn switchboard_reload_reports_success_and_a_broken_config_as_an_error() {
 
     // The hub still runs with the last good config.
     let mut explorer = LineClient::connect(&hub.socket());
-    explorer.initialize("explorer-secret");
+    explorer.initialize("explorer-secret-0123");
 
     let nowhere = root.path().join("nowhere");
     let reload = run(&["reload", "--dir", nowhere.to_str().unwrap()]);

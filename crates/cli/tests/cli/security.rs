@@ -237,7 +237,10 @@ fn the_directory_and_hub_json_stay_private_under_umask_000_and_across_reloads() 
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let config = root.path().join("switchboard.toml");
-    write_private(&config, "[principals.explorer]\ntoken = \"one\"\n");
+    write_private(
+        &config,
+        "[principals.explorer]\ntoken = \"token-one-0123456789\"\n",
+    );
     let hub = HubProcess::builder()
         .dir(&dir)
         .config(&config)
@@ -261,7 +264,7 @@ fn the_directory_and_hub_json_stay_private_under_umask_000_and_across_reloads() 
     reload(
         &hub,
         root.path(),
-        "[principals.explorer]\ntoken = \"two\"\n",
+        "[principals.explorer]\ntoken = \"token-two-0123456789\"\n",
         "config reloaded",
     );
     check("after SIGHUP");

@@ -77,6 +77,8 @@ pub enum ConfigError {
     },
     #[error("config file {path}: [federation]: {problem}")]
     Federation { path: PathBuf, problem: String },
+    #[error("the hub was started without --config, so there is no config file to read again (start it with --config FILE to use one)")]
+    NoConfigFile,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +116,29 @@ pub struct FederationSection {
     /// vanishes without a word (`federation.serviceTtlMs`).
     #[serde(rename = "serviceTtlMs")]
     pub service_ttl_ms: Option<u64>,
+}
+
+/// The shortest token a principal may have.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// A token file's token: its text without surrounding white space. The file
+/// must be its owner's alone (a token others can read is theirs too).
+fn read_token_file(file: &Path) -> Result<String, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let metadata = std::fs::metadata(file)
+        .map_err(|error| format!("cannot read token_file {}: {error}", file.display()))?;
+    let mode = metadata.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "token_file {} is open to other users (mode {mode:03o}): they could read or change it; make it the owner's \
+             alone: chmod 600 {}",
+            file.display(),
+            file.display()
+        ));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| format!("cannot read token_file {}: {error}", file.display()))?;
+    Ok(text.trim().to_owned())
 }
 
 /// Whether `name` is a hub name: 1-64 characters `[a-z0-9-]`.
@@ -274,22 +299,23 @@ impl Config {
                     "a principal name is printable ASCII without spaces, and not \"*\"",
                 ));
             }
-            let token = match (section.token, section.token_file) {
-                (Some(token), None) => token,
+            let (token, from) = match (section.token, section.token_file) {
+                (Some(token), None) => (token, "the token".to_owned()),
                 (None, Some(file)) => {
                     let file = base.join(file);
-                    let text = std::fs::read_to_string(&file).map_err(|error| {
-                        problem(&format!(
-                            "cannot read token_file {}: {error}",
-                            file.display()
-                        ))
-                    })?;
-                    text.trim().to_owned()
+                    (
+                        read_token_file(&file).map_err(|why| problem(&why))?,
+                        format!("the token in {}", file.display()),
+                    )
                 }
                 _ => return Err(problem("give exactly one of token or token_file")),
             };
-            if token.is_empty() {
-                return Err(problem("the token is empty"));
+            if token.len() < MIN_TOKEN_BYTES {
+                return Err(problem(&format!(
+                    "{from} is {} bytes; at least {MIN_TOKEN_BYTES} are needed, so that it cannot be guessed \
+                     (`switchboard token new {name}` makes one of 32 random bytes)",
+                    token.len()
+                )));
             }
             if switchboard_protocol::modules::is_launch_credential(&token) {
                 return Err(problem(

@@ -14,9 +14,9 @@ fn principals_grants_and_limits() {
         [limits]
         maxConnections = 7
         [principals.explorer]
-        token = "e-token"
+        token = "explorer-token-0123"
         [principals.git]
-        token = "g-token"
+        token = "git-token-01234567"
         [[grants]]
         from = "explorer"
         to = "git"
@@ -54,7 +54,7 @@ fn grants_may_name_principals_of_other_hubs() {
     let config = parse(
         r#"
         [principals.git]
-        token = "g"
+        token = "git-token-01234567"
         [[grants]]
         from = "laptop/explorer"
         to = "git"
@@ -101,11 +101,17 @@ fn the_federation_section_is_checked() {
 fn token_file_is_relative_to_the_config() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("tokens")).unwrap();
-    std::fs::write(dir.path().join("tokens/git"), "secret-git\n").unwrap();
+    let file = dir.path().join("tokens/git");
+    std::fs::write(&file, "secret-git-0123456789\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let path = dir.path().join("switchboard.toml");
     std::fs::write(&path, "[principals.git]\ntoken_file = \"tokens/git\"\n").unwrap();
     let config = Config::load(&path).unwrap();
-    assert_eq!(config.principals, vec![("git".into(), "secret-git".into())]);
+    assert_eq!(
+        config.principals,
+        vec![("git".into(), "secret-git-0123456789".into())]
+    );
 }
 
 #[test]
@@ -118,7 +124,7 @@ fn mistakes_are_named() {
         parse("[[grants]]\nfrom = \"ghost\"\nto = \"*\"\nallow = [\"notify\"]\n").unwrap_err();
     assert!(error.to_string().contains("\"ghost\" is not a principal"));
     let error = parse(
-        "[principals.a]\ntoken = \"x\"\n[[grants]]\nfrom = \"a\"\nto = \"*\"\nallow = [\"write\"]\n",
+        "[principals.a]\ntoken = \"a-token-0123456789\"\n[[grants]]\nfrom = \"a\"\nto = \"*\"\nallow = [\"write\"]\n",
     )
     .unwrap_err();
     assert!(error.to_string().contains("unknown action \"write\""));
@@ -134,16 +140,16 @@ fn mistakes_are_named() {
     let error = parse("[hub]\nallow_unverifed = true\n").unwrap_err();
     assert!(error.to_string().contains("allow_unverifed"));
     let error =
-        parse("[principals.a]\ntoken = \"x\"\n[principals.b]\ntoken = \"x\"\n").unwrap_err();
+        parse("[principals.a]\ntoken = \"shared-token-01234\"\n[principals.b]\ntoken = \"shared-token-01234\"\n").unwrap_err();
     assert!(error.to_string().contains("same as another"));
-    let error = parse("[principals.a]\ntoken = \"sb-launch-1\"\n").unwrap_err();
+    let error = parse("[principals.a]\ntoken = \"sb-launch-0123456789\"\n").unwrap_err();
     assert!(error.to_string().contains("launch credential"), "{error}");
 }
 
 #[test]
 fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
     let config = parse(
-        "[principals.explorer]\ntoken = \"e\"\n[modules.git]\ncommand = \"git-sidecar\"\n\
+        "[principals.explorer]\ntoken = \"explorer-token-0123\"\n[modules.git]\ncommand = \"git-sidecar\"\n\
          [[grants]]\nfrom = \"explorer\"\nto = \"git\"\nallow = [\"request\"]\n",
     )
     .unwrap();
@@ -153,7 +159,8 @@ fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
     assert!(policy.allows(&explorer, &Principal::reserved("git"), Action::Request));
 
     let error =
-        parse("[principals.git]\ntoken = \"g\"\n[modules.git]\ncommand = \"x\"\n").unwrap_err();
+        parse("[principals.git]\ntoken = \"git-token-01234567\"\n[modules.git]\ncommand = \"x\"\n")
+            .unwrap_err();
     assert!(
         error.to_string().contains("a module has this name too"),
         "{error}"
@@ -163,4 +170,38 @@ fn modules_are_principals_for_grants_but_not_beside_one_of_their_name() {
         error.to_string(),
         "config file /nonexistent/switchboard.toml, line 3: module \"git\": command is empty"
     );
+}
+
+#[test]
+fn a_short_token_or_a_token_file_others_can_read_is_refused_with_the_fix() {
+    let error = parse("[principals.a]\ntoken = \"short-15-bytes!\"\n").unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("15 bytes; at least 16"), "{text}");
+    assert!(text.contains("switchboard token new a"), "{text}");
+    assert!(
+        !text.contains("short-15"),
+        "the token is never quoted: {text}"
+    );
+
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a.token");
+    std::fs::write(&file, "a-token-of-32-bytes-0123456789ab\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = format!(
+        "[principals.a]\ntoken_file = {:?}\n",
+        file.display().to_string()
+    );
+    let text = Config::parse(&config, &dir.path().join("c.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("a.token"), "{text}");
+    assert!(text.contains("mode 644"), "{text}");
+    assert!(text.contains("chmod 600"), "{text}");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let config = Config::parse(&config, &dir.path().join("c.toml")).unwrap();
+    let policy = config.policy("d-token-0123456789");
+    assert!(policy
+        .authenticate(Some("a-token-of-32-bytes-0123456789ab"))
+        .is_some());
 }

@@ -490,13 +490,16 @@ async fn a_reload_that_changes_a_principals_token_closes_connections_using_the_o
     let mut old = hub.client_as("explorer").await;
     let mut direct = hub.client("direct").await;
     let result = hub
-        .reload_with_principals(&[], "[principals.explorer]\ntoken = \"rotated-token\"\n")
+        .reload_with_principals(
+            &[],
+            "[principals.explorer]\ntoken = \"rotated-token-0123\"\n",
+        )
         .unwrap();
     assert_eq!((result.principals, result.closed), (1, 1));
     old.wait_closed().await;
     expect_result(&direct.request("ping", json!(null)).await);
 
     let mut new = hub.connect("explorer-rotated").await;
-    let result = new.initialize_ok(Some("rotated-token")).await;
+    let result = new.initialize_ok(Some("rotated-token-0123")).await;
     assert_eq!(result["principal"], reserved("explorer"));
 }

@@ -7,7 +7,7 @@ use crate::support::fabric::{Fabric, OPEN};
 use crate::support::{metric_value, LineClient};
 
 /// Principals `explorer` and `other` with their tokens.
-const PRINCIPALS: &str = "[principals.explorer]\ntoken = \"explorer-token\"\n[principals.other]\ntoken = \"other-token\"\n";
+const PRINCIPALS: &str = "[principals.explorer]\ntoken = \"explorer-token-0123\"\n[principals.other]\ntoken = \"other-token-012345\"\n";
 
 fn as_principal(hub: &crate::support::HubProcess, token: &str) -> LineClient {
     let mut client = LineClient::connect(&hub.socket());
@@ -29,7 +29,7 @@ fn the_owners_hub_refuses_what_its_grants_do_not_allow_whatever_the_callers_hub_
         &format!("{PRINCIPALS}[[grants]]\nfrom = \"*\"\nto = \"a/*\"\nallow = [\"discover\", \"request\", \"notify\"]\n"),
     );
     let (mut owner, service) = owner(&a, json!({}));
-    for token in ["explorer-token", "other-token"] {
+    for token in ["explorer-token-0123", "other-token-012345"] {
         let mut watcher = as_principal(&b, token);
         let answer = watcher.request("subscribe", json!({"channel": "ahp-client-services://"}));
         let snapshot = answer["result"]["snapshot"]["state"]["services"]
@@ -44,10 +44,10 @@ fn the_owners_hub_refuses_what_its_grants_do_not_allow_whatever_the_callers_hub_
             json!({"serviceId": service, "method": "m"}),
         )
     };
-    let mut explorer = as_principal(&b, "explorer-token");
+    let mut explorer = as_principal(&b, "explorer-token-0123");
     let answer = request(&mut explorer);
     assert_eq!(answer["error"]["code"], -32009, "{answer}");
-    let mut other = as_principal(&b, "other-token");
+    let mut other = as_principal(&b, "other-token-012345");
     let answer = request(&mut other);
     assert_eq!(answer["error"]["code"], -32008, "{answer}");
     // B's direct user is `b/direct` on A: no grant either.
@@ -97,7 +97,7 @@ fn discovery_is_decided_by_the_observers_grants() {
     );
     let (_owner, service) = owner(&a, json!({}));
     // explorer sees it, and may call it.
-    let mut explorer = as_principal(&b, "explorer-token");
+    let mut explorer = as_principal(&b, "explorer-token-0123");
     let answer = explorer.request("subscribe", json!({"channel": "ahp-client-services://"}));
     let snapshot = answer["result"]["snapshot"]["state"]["services"]
         .as_array()
@@ -107,7 +107,7 @@ fn discovery_is_decided_by_the_observers_grants() {
     assert_eq!(listed["hub"], "a");
     // Its `added` came; `other` on the same hub never sees it, and cannot
     // reach it (-32008 on B, before anything crosses).
-    let mut other = as_principal(&b, "other-token");
+    let mut other = as_principal(&b, "other-token-012345");
     let answer = other.request("subscribe", json!({"channel": "ahp-client-services://"}));
     assert_eq!(
         answer["result"]["snapshot"]["state"]["services"],
