@@ -95,7 +95,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
 /// The status once.
 async fn report(args: &StatusArgs) -> anyhow::Result<()> {
     if args.hub.url.is_some() || args.hub.token_file.is_some() {
-        return as_principal(&args).await;
+        return as_principal(args).await;
     }
     let hub_dir = args.hub.hub_dir();
     let running = check_running(&hub_dir).await;
