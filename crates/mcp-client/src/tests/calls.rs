@@ -4,6 +4,15 @@
 use super::*;
 use crate::CallError;
 
+/// The error a call ends with, bounded.
+async fn refused(connection: &Connection, call: ToolCall) -> CallError {
+    let name = call.name.clone();
+    match within(&format!("{name} to fail"), connection.call_tool(call)).await {
+        Ok(result) => panic!("{name} answered {}", result.get()),
+        Err(error) => error,
+    }
+}
+
 #[tokio::test]
 async fn a_call_answers_with_the_servers_result() {
     let Started { connection, .. } = started().await;
@@ -11,10 +20,11 @@ async fn a_call_answers_with_the_servers_result() {
         call(&connection, "echo", json!({"text": "hello"})).await,
         "hello"
     );
-    let error = connection
-        .call_tool(ToolCall::new("echo", json!(["not", "an object"])))
-        .await
-        .unwrap_err();
+    let error = refused(
+        &connection,
+        ToolCall::new("echo", json!(["not", "an object"])),
+    )
+    .await;
     assert_eq!(
         error.to_string(),
         "MCP tools take an object of arguments, not [\"not\",\"an object\"]"
@@ -25,12 +35,7 @@ async fn a_call_answers_with_the_servers_result() {
 #[tokio::test]
 async fn an_error_answer_keeps_its_code_and_message() {
     let Started { connection, .. } = started().await;
-    let error = within(
-        "the error answer",
-        connection.call_tool(ToolCall::new("no_such_tool", no_arguments())),
-    )
-    .await
-    .unwrap_err();
+    let error = refused(&connection, ToolCall::new("no_such_tool", no_arguments())).await;
     match error {
         CallError::Answered(error) => {
             assert_eq!(error.code, -32602);
@@ -69,9 +74,7 @@ async fn a_call_past_its_timeout_fails_and_the_server_is_told() {
     let marker = temp.path().join("marker");
     let mut slow = ToolCall::new("slow", json!({"marker": marker, "seconds": 60}));
     slow.timeout = Some(Duration::from_millis(300));
-    let error = within("the timeout", connection.call_tool(slow))
-        .await
-        .unwrap_err();
+    let error = refused(&connection, slow).await;
     assert!(
         matches!(error, CallError::TimedOut(bound) if bound == Duration::from_millis(300)),
         "{error:?}"
@@ -147,12 +150,7 @@ async fn list_changed_is_signalled_once_for_a_burst_and_heard_by_the_handler() {
 #[tokio::test]
 async fn the_end_of_the_connection_is_seen_and_nothing_is_sent_after_it() {
     let Started { connection, .. } = started().await;
-    let error = within(
-        "the crash mid-call",
-        connection.call_tool(ToolCall::new("exit", no_arguments())),
-    )
-    .await
-    .unwrap_err();
+    let error = refused(&connection, ToolCall::new("exit", no_arguments())).await;
     assert!(
         matches!(error, CallError::Closed(_) | CallError::Lost(_)),
         "{error:?}"
@@ -165,10 +163,7 @@ async fn the_end_of_the_connection_is_seen_and_nothing_is_sent_after_it() {
     );
     within("the end", connection.closed()).await;
     assert!(connection.is_closed());
-    let error = connection
-        .call_tool(ToolCall::new("echo", json!({"text": "x"})))
-        .await
-        .unwrap_err();
+    let error = refused(&connection, ToolCall::new("echo", json!({"text": "x"}))).await;
     assert!(matches!(error, CallError::NotSent), "{error:?}");
     // Stopping what already ended is quick and harmless.
     within("the stop", connection.stop()).await;
