@@ -59,7 +59,8 @@ pub enum Event {
     ToolsChanged(Vec<Value>),
 }
 
-/// A supervised server; cloning shares it.
+/// A supervised server; cloning shares it. Only [`Supervised::stop`] ends
+/// the supervision: dropping every handle leaves the task to its policy.
 #[derive(Clone)]
 pub struct Supervised {
     shared: Arc<Shared>,
