@@ -38,6 +38,7 @@ use crate::model::ModelClient;
 use crate::modes::{self, Mode};
 use crate::options::{AcpOptions, FrontLimits};
 use crate::output::SessionOutput;
+use crate::prompt;
 use crate::requests::{LoadSession, NewSession, MCP_HTTP};
 use crate::session::{Session, TurnRefused};
 use crate::sessions::{Routes, SessionTable, TableError};
@@ -47,8 +48,6 @@ use crate::turn::{self, TurnContext, TurnEnd};
 
 /// How long a turn's end may wait for its log to be committed.
 const STORE_SYNC_WAIT: Duration = Duration::from_secs(5);
-/// Titles in `session/list` are the first prompt cut to this many characters.
-const TITLE_CHARS: usize = 80;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FrontError {
@@ -431,8 +430,8 @@ impl Front {
             Ok(session) => session,
             Err(error) => return answer(responder, Err(table_error(error))),
         };
-        if let Err(error) = check_prompt(&request.prompt) {
-            return answer(responder, Err(error));
+        if let Err(problem) = prompt::check(&request.prompt) {
+            return answer(responder, Err(invalid_params(problem)));
         }
         let ticket = match session.begin_turn() {
             Ok(ticket) => ticket,
@@ -441,8 +440,12 @@ impl Front {
             }
         };
         let prompt_json = serde_json::to_value(&request.prompt).unwrap_or(Value::Null);
-        self.store
-            .append_turn_start(&id, ticket.number, &prompt_json, title_of(&request.prompt));
+        self.store.append_turn_start(
+            &id,
+            ticket.number,
+            &prompt_json,
+            prompt::title_of(&request.prompt),
+        );
         let client = self.client.read().clone();
         let files = FileAccess::new(cx.clone(), &id, session.cwd(), &client);
         let terminals = client
@@ -579,46 +582,5 @@ fn send(cx: &ConnectionTo<Client>, session_id: &str, update: SessionUpdate) {
         cx.send_notification(SessionNotification::new(session_id.to_owned(), update))
     {
         tracing::debug!(%error, "cannot send a replayed update");
-    }
-}
-
-/// A prompt must hold at least one block, each of a kind this agent
-/// advertised (text or resource link).
-fn check_prompt(prompt: &[ContentBlock]) -> Result<(), Error> {
-    if prompt.is_empty() {
-        return Err(invalid_params(
-            "prompt is empty; send at least one content block",
-        ));
-    }
-    for (index, block) in prompt.iter().enumerate() {
-        let kind = match block {
-            ContentBlock::Text(_) | ContentBlock::ResourceLink(_) => continue,
-            ContentBlock::Image(_) => "image",
-            ContentBlock::Audio(_) => "audio",
-            ContentBlock::Resource(_) => "embedded resource",
-            _ => "unknown",
-        };
-        return Err(invalid_params(format!(
-            "prompt block {index} is {kind} content, which this agent does not accept (text and resource links only)"
-        )));
-    }
-    Ok(())
-}
-
-/// The session's title: its first prompt's text, shortened.
-fn title_of(prompt: &[ContentBlock]) -> String {
-    let text: String = prompt
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.as_str()),
-            ContentBlock::ResourceLink(link) => Some(link.name.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match text.char_indices().nth(TITLE_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
     }
 }

@@ -29,6 +29,7 @@ pub mod modes;
 pub mod options;
 pub mod output;
 pub mod permission;
+pub mod prompt;
 pub mod requests;
 pub mod session;
 pub mod sessions;

@@ -18,13 +18,8 @@ pub use provide::{ledger_path, run_provider, ProvideOptions};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot start the MCP server `{command}`: {error}")]
-    Spawn {
-        command: String,
-        error: std::io::Error,
-    },
-    #[error("the MCP server `{command}` did not start: {reason}")]
-    ChildStart { command: String, reason: String },
+    #[error(transparent)]
+    Start(switchboard_mcp_client::StartError),
     #[error(transparent)]
     Tools(#[from] switchboard_tools::ToolsError),
     #[error(transparent)]

@@ -1,10 +1,11 @@
 //! A session's own MCP servers: the `mcpServers` of `session/new` and
 //! `session/load`, started for that session only.
 //!
-//! Each server gets one MCP client (the official `rmcp`): a stdio server
-//! runs under a job guard (`crate::guard`), so it dies with its session and
-//! with the front like any job; an `http` server is reached with rmcp's
-//! streamable-HTTP client. Its `tools/list` entries are read with the
+//! Each server gets one connection of the MCP client layer
+//! (`switchboard-mcp-client`, never restarted): a stdio server runs under a
+//! job guard (`crate::guard`), so it dies with its session and with the
+//! front like any job; an `http` server is reached over Streamable HTTP.
+//! Its `tools/list` entries are read with the
 //! shared consumer layer ([`ListedTool::from_answer`]) and wrapped as
 //! [`ExposedTool`]s under the namespace `mcp_<name>` with this module's
 //! [`ServerBackend`] as their [`ToolBackend`], so they are named, offered

@@ -1,42 +1,35 @@
 //! `switchboard provide-mcp`: a stdio MCP server, supervised, published on
 //! the hub as a tool provider (so the fence and pins apply to its tools).
 //!
-//! The supervisor task is the only one that starts, watches and restarts the
-//! child and the only writer of the backend's connection: tool calls read
-//! it, and fail with `tool_unavailable` (nothing ran) while it is empty.
+//! The MCP client layer (`switchboard-mcp-client`) starts, watches and
+//! restarts the child ([`Backoff::DEFAULT`]) and is the only writer of its
+//! connection: tool calls read it, and fail with `tool_unavailable`
+//! (nothing ran) while the child is down. This module publishes the
+//! child's tools again after each restart and each change.
 
 mod backend;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rmcp::model::Tool;
-use rmcp::service::{Peer, RunningService};
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::Value;
 use switchboard_client::{Client, ConnectOptions, Endpoint};
+use switchboard_mcp_client::{
+    Backoff, Event, Restart, StartOptions, Supervised, SupervisedStart, Upstream,
+};
 use switchboard_tools::{
     check_tool_spec, keep_connected, validate_namespace, Provider, ToolHandler, ToolSpec,
 };
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use backend::{Backend, ChildClient, RelayHandler};
+use backend::RelayHandler;
 
 use crate::Error;
 
 /// How long the child may take to answer `initialize` and `tools/list`.
 pub const CHILD_START_TIMEOUT: Duration = Duration::from_secs(30);
-/// The first pause before restarting a child that died, doubled each time
-/// it dies again soon after starting.
-pub const RESTART_FIRST_DELAY: Duration = Duration::from_millis(200);
-pub const RESTART_MAX_DELAY: Duration = Duration::from_secs(30);
-/// A child that stayed up this long restarts after the first delay again.
-pub const RESTART_RESET_AFTER: Duration = Duration::from_secs(30);
 
 /// What `provide-mcp` runs.
 #[derive(Debug, Clone)]
@@ -55,14 +48,6 @@ pub fn ledger_path(hub_dir: &Path, namespace: &str) -> PathBuf {
         .join(format!("{namespace}.sqlite"))
 }
 
-/// A started child: its connection and what ends when it exits.
-struct Child {
-    peer: Peer<RoleClient>,
-    stop: rmcp::service::RunningServiceCancellationToken,
-    exited: tokio::task::JoinHandle<()>,
-    tools: Vec<Tool>,
-}
-
 /// Runs until `shutdown` is cancelled; fails if the first start of the
 /// child or the registration fails.
 pub async fn run_provider(
@@ -70,167 +55,86 @@ pub async fn run_provider(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     validate_namespace(&options.namespace)?;
-    let backend = Backend::new(options.namespace.clone());
-    let (list_changed_tx, mut list_changed) = mpsc::unbounded_channel();
-    let first = start_child(&options, &backend, &list_changed_tx).await?;
-    let client = Client::connect_with(ConnectOptions {
-        endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
-        client_name: format!("switchboard provide-mcp {}", options.namespace),
-    })
-    .await?;
-    let relay: Arc<dyn ToolHandler> = Arc::new(RelayHandler(backend.clone()));
-    let provider = Provider::builder(&options.namespace)
-        .ledger_path(ledger_path(&options.hub_dir, &options.namespace))
-        .tools(tool_specs(&first.tools, &relay))
-        .metadata(
-            "command",
-            Value::String(options.command.to_string_lossy().into_owned()),
-        )
-        .register(&client)
-        .await?;
-    backend.set_peer(Some(first.peer.clone()));
-    tracing::info!(namespace = %options.namespace, tools = first.tools.len(), "serving the MCP server's tools");
+    let child = {
+        let options = options.clone();
+        move || upstream(&options)
+    };
+    let start = StartOptions {
+        client_name: "switchboard provide-mcp".into(),
+        initialize_timeout: CHILD_START_TIMEOUT,
+        list_timeout: CHILD_START_TIMEOUT,
+    };
+    let SupervisedStart {
+        server,
+        tools,
+        mut events,
+    } = Supervised::start(child, start, Arc::new(()), Restart::After(Backoff::DEFAULT))
+        .await
+        .map_err(Error::Start)?;
+    let relay: Arc<dyn ToolHandler> =
+        Arc::new(RelayHandler::new(&options.namespace, server.clone()));
+    let (client, provider) = match register(&options, &tools, &relay).await {
+        Ok(registered) => registered,
+        Err(error) => {
+            server.stop().await;
+            return Err(error);
+        }
+    };
+    tracing::info!(namespace = %options.namespace, tools = tools.len(), "serving the MCP server's tools");
     let connection = tokio::spawn(keep_connected(client.clone(), shutdown.clone(), |_| {}));
 
-    let mut child = Some(first);
-    let mut delay = RESTART_FIRST_DELAY;
-    let mut started_at = Instant::now();
-    while !shutdown.is_cancelled() {
-        let Some(running) = child.as_mut() else {
-            // Down: wait, then try again.
-            tokio::select! {
-                () = tokio::time::sleep(delay) => {}
-                () = shutdown.cancelled() => break,
-            }
-            match start_child(&options, &backend, &list_changed_tx).await {
-                Ok(started) => {
-                    backend.set_peer(Some(started.peer.clone()));
-                    publish(&provider, &started.tools, &relay).await;
-                    tracing::info!(namespace = %options.namespace, "the MCP server is back");
-                    child = Some(started);
-                    started_at = Instant::now();
-                }
-                Err(error) => {
-                    delay = (delay * 2).min(RESTART_MAX_DELAY);
-                    tracing::warn!(%error, ?delay, "cannot restart the MCP server; trying again");
-                }
-            }
-            continue;
-        };
-        enum Event {
-            Exited,
-            ListChanged,
-            Shutdown,
-        }
+    loop {
         let event = tokio::select! {
-            _ = &mut running.exited => Event::Exited,
-            Some(()) = list_changed.recv() => Event::ListChanged,
-            () = shutdown.cancelled() => Event::Shutdown,
+            event = events.recv() => event,
+            () = shutdown.cancelled() => break,
         };
         match event {
-            Event::Exited => {
-                backend.set_peer(None);
-                child = None;
-                delay = if started_at.elapsed() >= RESTART_RESET_AFTER {
-                    RESTART_FIRST_DELAY
-                } else {
-                    (delay * 2).min(RESTART_MAX_DELAY)
-                };
-                tracing::warn!(namespace = %options.namespace, ?delay, "the MCP server exited; restarting it");
+            Some(Event::Restarted(tools) | Event::ToolsChanged(tools)) => {
+                publish(&provider, &tools, &relay).await
             }
-            Event::ListChanged => {
-                // Coalesce a burst of notifications into one re-list.
-                while list_changed.try_recv().is_ok() {}
-                match tokio::time::timeout(CHILD_START_TIMEOUT, running.peer.list_all_tools()).await
-                {
-                    Ok(Ok(tools)) => {
-                        running.tools = tools;
-                        publish(&provider, &running.tools, &relay).await;
-                    }
-                    Ok(Err(error)) => {
-                        tracing::warn!(%error, "cannot re-list the MCP server's tools")
-                    }
-                    Err(_) => tracing::warn!("the MCP server did not list its tools in time"),
-                }
-            }
-            Event::Shutdown => {}
+            Some(Event::Ended) => {}
+            None => break,
         }
     }
 
-    backend.set_peer(None);
-    if let Some(running) = child.take() {
-        running.stop.cancel();
-        let _ = tokio::time::timeout(Duration::from_secs(5), running.exited).await;
-    }
+    server.stop().await;
     let _ = provider.unregister().await;
     client.close();
     connection.abort();
     Ok(())
 }
 
-/// Starts the child, runs the MCP handshake and lists its tools.
-async fn start_child(
+/// Connects to the hub and registers the provider with the child's tools.
+async fn register(
     options: &ProvideOptions,
-    backend: &Arc<Backend>,
-    list_changed: &mpsc::UnboundedSender<()>,
-) -> Result<Child, Error> {
-    let command_text = command_line(options);
+    tools: &[Value],
+    relay: &Arc<dyn ToolHandler>,
+) -> Result<(Client, Provider), Error> {
+    let client = Client::connect_with(ConnectOptions {
+        endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
+        client_name: format!("switchboard provide-mcp {}", options.namespace),
+    })
+    .await?;
+    let provider = Provider::builder(&options.namespace)
+        .ledger_path(ledger_path(&options.hub_dir, &options.namespace))
+        .tools(tool_specs(tools, relay))
+        .metadata(
+            "command",
+            Value::String(options.command.to_string_lossy().into_owned()),
+        )
+        .register(&client)
+        .await?;
+    Ok((client, provider))
+}
+
+/// The child, started again on each restart; its stderr is this process's.
+fn upstream(options: &ProvideOptions) -> Upstream {
     let mut command = tokio::process::Command::new(&options.command);
     command.args(&options.args);
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|error| Error::Spawn {
-            command: command_text.clone(),
-            error,
-        })?;
-    let handler = ChildClient {
-        backend: backend.clone(),
-        list_changed: list_changed.clone(),
-    };
-    let running: RunningService<RoleClient, ChildClient> =
-        match tokio::time::timeout(CHILD_START_TIMEOUT, handler.serve(transport)).await {
-            Ok(Ok(running)) => running,
-            Ok(Err(error)) => {
-                return Err(Error::ChildStart {
-                    command: command_text,
-                    reason: error.to_string(),
-                })
-            }
-            Err(_) => {
-                return Err(Error::ChildStart {
-                    command: command_text,
-                    reason: format!("no answer to initialize within {CHILD_START_TIMEOUT:?}"),
-                })
-            }
-        };
-    let tools =
-        match tokio::time::timeout(CHILD_START_TIMEOUT, running.peer().list_all_tools()).await {
-            Ok(Ok(tools)) => tools,
-            Ok(Err(error)) => {
-                return Err(Error::ChildStart {
-                    command: command_text,
-                    reason: format!("tools/list failed: {error}"),
-                })
-            }
-            Err(_) => {
-                return Err(Error::ChildStart {
-                    command: command_text,
-                    reason: format!("no answer to tools/list within {CHILD_START_TIMEOUT:?}"),
-                })
-            }
-        };
-    let peer = running.peer().clone();
-    let stop = running.cancellation_token();
-    let exited = tokio::spawn(async move {
-        let _ = running.waiting().await;
-    });
-    Ok(Child {
-        peer,
-        stop,
-        exited,
-        tools,
-    })
+    Upstream::stdio(
+        format!("the MCP server `{}`", command_line(options)),
+        command,
+    )
 }
 
 fn command_line(options: &ProvideOptions) -> String {
@@ -244,13 +148,12 @@ fn command_line(options: &ProvideOptions) -> String {
 /// The child's tools as the provider declares them (same names); a tool the
 /// SDK would refuse (bad name, uncompilable schema) is skipped and logged.
 fn tool_specs(
-    tools: &[Tool],
+    tools: &[Value],
     relay: &Arc<dyn ToolHandler>,
 ) -> Vec<(ToolSpec, Arc<dyn ToolHandler>)> {
     tools
         .iter()
-        .filter_map(|tool| {
-            let value = serde_json::to_value(tool).ok()?;
+        .filter_map(|value| {
             let mut spec = ToolSpec::new(
                 value["name"].as_str().unwrap_or_default(),
                 value.get("inputSchema").cloned().unwrap_or(Value::Null),
@@ -270,7 +173,7 @@ fn tool_specs(
         .collect()
 }
 
-async fn publish(provider: &Provider, tools: &[Tool], relay: &Arc<dyn ToolHandler>) {
+async fn publish(provider: &Provider, tools: &[Value], relay: &Arc<dyn ToolHandler>) {
     if let Err(error) = provider.set_tools(tool_specs(tools, relay)).await {
         tracing::warn!(%error, "cannot publish the MCP server's new tool list");
     }

@@ -1,0 +1,199 @@
+//! Starting a server: spawn or connect, `initialize`, the first
+//! `tools/list`, each bounded; a failure is one sentence for the user.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::ServiceExt;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::bridge::Bridge;
+use crate::connection::Connection;
+use crate::handler::Handler;
+use crate::progress::ProgressRoutes;
+use crate::stderr::StderrTail;
+use crate::upstream::{Http, Stderr, Stdio, StopHook, Transport, Upstream};
+
+/// How a server is started.
+#[derive(Debug, Clone)]
+pub struct StartOptions {
+    /// `clientInfo.name` at `initialize` (`switchboard acp`).
+    pub client_name: String,
+    /// How long the server may take to start and answer `initialize`.
+    pub initialize_timeout: Duration,
+    /// How long it may take to answer `tools/list` (every time).
+    pub list_timeout: Duration,
+}
+
+/// Why a server did not start. Each message names the server by its
+/// [`Upstream::label`].
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot start {label}: {error}")]
+    Spawn { label: String, error: String },
+    #[error("{label}: cannot build an HTTP client: {error}")]
+    HttpClient { label: String, error: String },
+    /// The handshake failed; for a captured stderr, `reason` ends with what
+    /// the server said (`; it said: …`).
+    #[error("{label} did not start: {reason}")]
+    Handshake { label: String, reason: String },
+    #[error("{label} did not answer initialize within {bound:?}; given up")]
+    NoAnswer { label: String, bound: Duration },
+    /// It answered `initialize` but not `tools/list`.
+    #[error("{label} started, but {reason}")]
+    Listing { label: String, reason: String },
+}
+
+/// A started server: its connection and its first tools (each an MCP
+/// `Tool` object).
+pub struct Started {
+    pub connection: Connection,
+    pub tools: Vec<Value>,
+}
+
+/// Starts `upstream`, runs `initialize` and lists its tools (all pages).
+/// On failure nothing is left running: the stop hook has run, the
+/// connection is closed.
+pub async fn start(
+    upstream: Upstream,
+    options: &StartOptions,
+    handler: Arc<dyn Handler>,
+) -> Result<Started, StartError> {
+    let Upstream { label, transport } = upstream;
+    let bridge = Bridge {
+        client_name: options.client_name.clone(),
+        handler,
+        routes: Arc::new(ProgressRoutes::default()),
+        tools_changed: Arc::new(Notify::new()),
+    };
+    let connection = match transport {
+        Transport::Stdio(stdio) => start_stdio(label, stdio, bridge, options).await?,
+        Transport::Http(http) => start_http(label, http, bridge, options).await?,
+    };
+    match connection.list_tools(options.list_timeout).await {
+        Ok(tools) => Ok(Started { connection, tools }),
+        Err(error) => {
+            connection.stop().await;
+            Err(StartError::Listing {
+                label: connection.inner.label.clone(),
+                reason: error.to_string(),
+            })
+        }
+    }
+}
+
+async fn start_stdio(
+    label: String,
+    stdio: Stdio,
+    bridge: Bridge,
+    options: &StartOptions,
+) -> Result<Connection, StartError> {
+    let Stdio {
+        command,
+        stderr,
+        stop,
+    } = stdio;
+    let stderr_to = match stderr {
+        Stderr::Inherit => std::process::Stdio::inherit(),
+        Stderr::Capture => std::process::Stdio::piped(),
+    };
+    let (transport, stderr) = TokioChildProcess::builder(command)
+        .stderr(stderr_to)
+        .spawn()
+        .map_err(|error| StartError::Spawn {
+            label: label.clone(),
+            error: error.to_string(),
+        })?;
+    let pid = transport.id();
+    let tail = stderr.map(|stderr| StderrTail::follow(stderr, label.clone()));
+    // Armed until the handshake succeeds, so that a start given up (or
+    // dropped) leaves nothing running behind the stop hook either.
+    let mut stopper = StopOnDrop {
+        stop: stop.clone(),
+        pid,
+    };
+    let bound = options.initialize_timeout;
+    match tokio::time::timeout(bound, bridge.serve(transport)).await {
+        Ok(Ok(running)) => {
+            stopper.disarm();
+            Ok(Connection::open(label, running, pid, stop))
+        }
+        Ok(Err(error)) => {
+            drop(stopper);
+            let said = match tail {
+                Some(tail) => tail.last_words().await,
+                None => String::new(),
+            };
+            let reason = if said.is_empty() {
+                error.to_string()
+            } else {
+                format!("{error}; it said: {said}")
+            };
+            Err(StartError::Handshake { label, reason })
+        }
+        Err(_) => Err(StartError::NoAnswer { label, bound }),
+    }
+}
+
+async fn start_http(
+    label: String,
+    http: Http,
+    bridge: Bridge,
+    options: &StartOptions,
+) -> Result<Connection, StartError> {
+    let bound = options.initialize_timeout;
+    // rustls needs a process-wide crypto provider; ring is the lighter one
+    // to build. Installing twice is harmless (the second is refused).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .connect_timeout(bound)
+        .build()
+        .map_err(|error| StartError::HttpClient {
+            label: label.clone(),
+            error: error.to_string(),
+        })?;
+    let headers = http
+        .headers
+        .iter()
+        .filter_map(|(name, value)| {
+            Some((
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
+                reqwest::header::HeaderValue::from_str(value).ok()?,
+            ))
+        })
+        .collect();
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(http.url.as_str()).custom_headers(headers);
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    match tokio::time::timeout(bound, bridge.serve(transport)).await {
+        Ok(Ok(running)) => Ok(Connection::open(label, running, None, None)),
+        Ok(Err(error)) => Err(StartError::Handshake {
+            label,
+            reason: error.to_string(),
+        }),
+        Err(_) => Err(StartError::NoAnswer { label, bound }),
+    }
+}
+
+/// Runs a stdio server's stop hook when dropped armed.
+struct StopOnDrop {
+    stop: Option<StopHook>,
+    pid: Option<u32>,
+}
+
+impl StopOnDrop {
+    fn disarm(&mut self) {
+        self.stop = None;
+    }
+}
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        if let (Some(stop), Some(pid)) = (self.stop.take(), self.pid) {
+            stop(pid);
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! What an MCP server is and how to reach it: a prepared child process on
+//! stdio, or a Streamable HTTP endpoint.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Stops a stdio server's process, given its pid, in place of closing its
+/// stdin and waiting (the ACP front's job guard: a SIGTERM to it stops the
+/// server and everything the server started).
+pub type StopHook = Arc<dyn Fn(u32) + Send + Sync>;
+
+/// One MCP server to start.
+pub struct Upstream {
+    /// How messages name it: `MCP server "files" (/usr/bin/srv)`, `the MCP
+    /// server `srv --flag``. Every start error begins or ends with it.
+    pub label: String,
+    pub transport: Transport,
+}
+
+pub enum Transport {
+    Stdio(Stdio),
+    Http(Http),
+}
+
+/// A server that is a child process speaking MCP on its stdin and stdout.
+pub struct Stdio {
+    /// Program, arguments, environment and directory as the caller wants
+    /// them (a wrapper such as a job guard included); stdin and stdout are
+    /// set here.
+    pub command: tokio::process::Command,
+    pub stderr: Stderr,
+    /// Called before the connection closes, on every stop and on a failed
+    /// start; `None`: closing stdin is how it is stopped (then SIGTERM, then
+    /// SIGKILL, as rmcp does).
+    pub stop: Option<StopHook>,
+}
+
+/// Where a stdio server's stderr goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stderr {
+    /// To this process's stderr, as it is.
+    Inherit,
+    /// Logged line by line (debug, target `switchboard_mcp_client::stderr`),
+    /// its last KiB kept for the report of a failed start (`it said: …`).
+    Capture,
+}
+
+/// A server reached over Streamable HTTP.
+pub struct Http {
+    pub url: String,
+    /// Sent with every request; a pair that is not a valid header is left
+    /// out.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Upstream {
+    pub fn stdio(label: impl Into<String>, command: tokio::process::Command) -> Self {
+        Upstream {
+            label: label.into(),
+            transport: Transport::Stdio(Stdio {
+                command,
+                stderr: Stderr::Inherit,
+                stop: None,
+            }),
+        }
+    }
+
+    pub fn http(label: impl Into<String>, url: impl Into<String>) -> Self {
+        Upstream {
+            label: label.into(),
+            transport: Transport::Http(Http {
+                url: url.into(),
+                headers: Vec::new(),
+            }),
+        }
+    }
+
+    /// A stdio server's stderr captured (see [`Stderr::Capture`]); no effect
+    /// on an HTTP server.
+    pub fn capture_stderr(mut self) -> Self {
+        if let Transport::Stdio(stdio) = &mut self.transport {
+            stdio.stderr = Stderr::Capture;
+        }
+        self
+    }
+
+    /// A stdio server stopped by `stop` (see [`Stdio::stop`]); no effect on
+    /// an HTTP server.
+    pub fn stopped_by(mut self, stop: StopHook) -> Self {
+        if let Transport::Stdio(stdio) = &mut self.transport {
+            stdio.stop = Some(stop);
+        }
+        self
+    }
+
+    /// An HTTP server's headers; no effect on a stdio server.
+    pub fn headers(mut self, headers: Vec<(String, String)>) -> Self {
+        if let Transport::Http(http) = &mut self.transport {
+            http.headers = headers;
+        }
+        self
+    }
+}
+
+impl fmt::Debug for Upstream {
+    /// The label only: environment values and headers are where tokens go.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Upstream")
+            .field("label", &self.label)
+            .finish_non_exhaustive()
+    }
+}
