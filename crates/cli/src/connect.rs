@@ -69,7 +69,7 @@ impl HubArgs {
     }
 
     /// How to reach the hub, and a name for it in messages.
-    fn endpoint(&self) -> anyhow::Result<(Endpoint, String)> {
+    pub fn endpoint(&self) -> anyhow::Result<(Endpoint, String)> {
         let token = self.token_file.as_deref().map(read_token).transpose()?;
         match (&self.url, token) {
             (Some(url), Some(token)) => {

@@ -1,20 +1,17 @@
 //! `switchboard mcp`: an MCP server on stdio in front of the hub's tool
 //! providers (logic in `switchboard-mcp`).
 
-use switchboard_discovery as dir;
-
-use crate::serve::DirArgs;
+use crate::connect::HubArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct McpArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: HubArgs,
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
-    let options = switchboard_mcp::GatewayOptions {
-        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
-    };
+    let (endpoint, _) = args.hub.endpoint()?;
+    let options = switchboard_mcp::GatewayOptions { endpoint };
     switchboard_mcp::run_gateway(options).await?;
     Ok(())
 }

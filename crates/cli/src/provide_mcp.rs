@@ -4,11 +4,10 @@
 use std::ffi::OsString;
 
 use anyhow::Context;
-use switchboard_discovery as dir;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::DirArgs;
+use crate::connect::HubArgs;
 
 #[derive(clap::Args, Debug)]
 pub struct ProvideMcpArgs {
@@ -16,7 +15,7 @@ pub struct ProvideMcpArgs {
     #[arg(long)]
     namespace: String,
     #[command(flatten)]
-    dir: DirArgs,
+    hub: HubArgs,
     /// The MCP server to run, and its arguments (after `--`).
     #[arg(required = true, last = true, value_name = "COMMAND")]
     command: Vec<OsString>,
@@ -28,7 +27,8 @@ pub async fn provide_mcp(args: ProvideMcpArgs) -> anyhow::Result<()> {
     let mut parts = args.command.into_iter();
     let command = parts.next().context("no MCP server command after --")?;
     let options = switchboard_mcp::ProvideOptions {
-        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
+        hub_dir: args.hub.hub_dir(),
+        endpoint: args.hub.endpoint()?.0,
         namespace: args.namespace,
         command,
         args: parts.collect(),

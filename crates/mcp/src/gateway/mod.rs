@@ -18,7 +18,6 @@ pub mod logging;
 mod progress;
 mod server;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,7 +43,8 @@ pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct GatewayOptions {
-    pub hub_dir: PathBuf,
+    /// Where the hub is (its directory, or a URL and a named principal's token).
+    pub endpoint: Endpoint,
 }
 
 /// What the MCP side works with.
@@ -95,7 +95,7 @@ impl Gateway {
 pub async fn run_gateway(options: GatewayOptions) -> Result<(), Error> {
     let progress = Arc::new(ProgressRelay::default());
     let consumer = ConsumerOptions {
-        endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
+        endpoint: options.endpoint.clone(),
         client_name: "switchboard mcp".into(),
     };
     let sink = progress.clone();

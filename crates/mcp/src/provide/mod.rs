@@ -34,8 +34,11 @@ pub const CHILD_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// What `provide-mcp` runs.
 #[derive(Debug, Clone)]
 pub struct ProvideOptions {
-    /// The hub directory: where the hub is, and where the ledger lives.
+    /// The hub directory, where the ledger lives (this machine's, also for
+    /// a hub reached by URL).
     pub hub_dir: PathBuf,
+    /// Where the hub is (its directory, or a URL and a named principal's token).
+    pub endpoint: Endpoint,
     pub namespace: String,
     pub command: OsString,
     pub args: Vec<OsString>,
@@ -111,7 +114,7 @@ async fn register(
     relay: &Arc<dyn ToolHandler>,
 ) -> Result<(Client, Provider), Error> {
     let client = Client::connect_with(ConnectOptions {
-        endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
+        endpoint: options.endpoint.clone(),
         client_name: format!("switchboard provide-mcp {}", options.namespace),
     })
     .await?;
