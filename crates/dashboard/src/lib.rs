@@ -96,6 +96,7 @@ fn snapshot(state: &DashboardState, services: &str, server_seq: u64) -> String {
     let services: &RawValue = serde_json::from_str(services).expect("the catalog is JSON");
     let tick: &RawValue = serde_json::from_str(&tick).expect("a tick is JSON");
     let config = state.hub.config();
+    let listening = state.hub.listening();
     let snapshot = json!({
         "hub": {
             "name": "switchboard",
@@ -105,6 +106,8 @@ fn snapshot(state: &DashboardState, services: &str, server_seq: u64) -> String {
             "startedAt": sampler::unix_ms(state.started_at),
             "uptimeSeconds": state.uptime().as_secs(),
             "rssBytes": sampler::rss_bytes(),
+            "websocket": listening.ws,
+            "remote": listening.remote,
         },
         "config": config.map(|config| json!({
             "limits": config.limits,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
-use switchboard_hub::observe::{ConnectionSample, Sample};
+use switchboard_hub::observe::{ConnectionSample, ModuleStatus, Sample};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::history::{rates, Point, Totals};
@@ -60,6 +60,8 @@ struct Tick<'a> {
     rates: Rates,
     /// `[ConnectionRow…]`, newest first.
     connections: Vec<ConnectionRow<'a>>,
+    /// The supervised modules, as `hub/modules` lists them.
+    modules: Vec<ModuleStatus>,
 }
 
 #[derive(Serialize)]
@@ -159,6 +161,7 @@ fn tick(state: &DashboardState, previous: Option<Previous>) -> Previous {
         totals: tick_totals,
         rates,
         connections: rows,
+        modules: state.hub.modules(),
     };
     state.publish_tick(serde_json::to_string(&tick).expect("a tick serializes"));
     Previous { at: now, totals }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use switchboard_protocol::jsonrpc::ErrorObject;
-use switchboard_protocol::modules::ModuleChanges;
+use switchboard_protocol::modules::{ModuleChanges, ModuleStatus};
 use switchboard_protocol::Principal;
 
 use crate::config::modules::ModuleSpec;
@@ -64,6 +64,10 @@ pub trait Supervisor: Send + Sync + 'static {
 
     /// Appends its samples to `/metrics`.
     fn render_metrics(&self, out: &mut String);
+
+    /// Every module's state, as `hub/modules` answers it (the dashboard
+    /// shows them).
+    fn statuses(&self) -> Vec<ModuleStatus>;
 
     /// Stops every module, bounded; the hub awaits it before it stops
     /// routing.

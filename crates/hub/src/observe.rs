@@ -31,7 +31,10 @@ use crate::metrics::Counters;
 use crate::outbound::{Batch, Class, Pushed};
 use crate::policy::PrincipalRef;
 use crate::state::HubState;
+
+pub use crate::state::Listening;
 use crate::{ids, teardown, wire};
+pub use switchboard_protocol::modules::ModuleStatus;
 
 pub use crate::add_ons::{Caller, Observer};
 pub use crate::ids::{mint, mint_token};
@@ -172,6 +175,22 @@ impl HubView {
             reloads: hub.reloads(),
             dashboard: hub.dashboard_config.clone(),
         })
+    }
+
+    /// Where the hub listens (empty until it does).
+    pub fn listening(&self) -> Listening {
+        self.hub
+            .upgrade()
+            .and_then(|hub| hub.listening.get().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The supervised modules' states (none without a supervisor).
+    pub fn modules(&self) -> Vec<ModuleStatus> {
+        self.hub
+            .upgrade()
+            .and_then(|hub| hub.supervisor.get().map(|supervisor| supervisor.statuses()))
+            .unwrap_or_default()
     }
 
     /// Every service as a JSON array (oldest first) and the `serverSeq` it

@@ -16,7 +16,7 @@ use crate::ids;
 use crate::observe::{self, HubView};
 use crate::reload;
 use crate::requests;
-use crate::state::HubState;
+use crate::state::{HubState, Listening};
 use crate::supervise::{self, SupervisedHub};
 use crate::teardown;
 use crate::transport::tls::{self, TlsError};
@@ -173,6 +173,10 @@ impl Hub {
                 name: f.name.clone(),
             }),
         };
+        let _ = state.listening.set(Listening {
+            ws: info.ws.clone(),
+            remote: info.remote.clone(),
+        });
         dir.write_info(&info)?;
         tracing::info!(
             dir = %dir.path().display(),

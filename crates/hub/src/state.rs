@@ -22,6 +22,15 @@ use crate::metrics::Counters;
 use crate::pending::ForwardIds;
 use crate::registry::Registry;
 
+/// The URLs of the hub's TCP listeners.
+#[derive(Debug, Clone, Default)]
+pub struct Listening {
+    /// `ws://127.0.0.1:PORT/` (`None`: `--no-ws`).
+    pub ws: Option<String>,
+    /// `wss://HOST:PORT/` of the remote listener (`None`: off).
+    pub remote: Option<String>,
+}
+
 pub struct HubState {
     /// Fixed at start; a reload that changes them logs that a restart applies them.
     pub limits: Limits,
@@ -43,6 +52,8 @@ pub struct HubState {
     /// The add-on that supervises modules, if any: set once when the
     /// modules start, after the hub listens (`supervise.rs`).
     pub supervisor: OnceLock<Arc<dyn Supervisor>>,
+    /// Where the hub listens, as `hub.json` says: set once it does.
+    pub listening: OnceLock<Listening>,
     direct_token: String,
     /// Replaced by each reload.
     log_payloads: AtomicBool,
@@ -80,6 +91,7 @@ impl HubState {
             config_path,
             observer: OnceLock::new(),
             supervisor: OnceLock::new(),
+            listening: OnceLock::new(),
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),
             reloads: AtomicU64::new(0),

@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use switchboard_hub::policy::{Authenticated, PrincipalRef};
 use switchboard_hub::supervise::{Caller, ModuleSpec, PeerProcess, SupervisedHub, Supervisor};
 use switchboard_protocol::jsonrpc::ErrorObject;
-use switchboard_protocol::modules::{ModuleChanges, ModuleState};
+use switchboard_protocol::modules::{ModuleChanges, ModuleState, ModuleStatus};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::TaskTracker;
 
@@ -161,6 +161,10 @@ impl Supervisor for Modules {
 
     fn render_metrics(&self, out: &mut String) {
         requests::render_metrics(self, out);
+    }
+
+    fn statuses(&self) -> Vec<ModuleStatus> {
+        requests::statuses(self)
     }
 
     /// Stops every module (SIGTERM, SIGKILL after [`STOP_GRACE`]) and waits

@@ -37,9 +37,15 @@ pub(crate) fn answer(
 /// `hub/modules`: every module's state and the services its connections
 /// registered.
 fn list(modules: &Modules) -> String {
+    let modules = statuses(modules);
+    serde_json::to_string(&ModulesResult { modules }).expect("serializes")
+}
+
+/// Every module's state now, with the services its connections registered.
+pub(crate) fn statuses(modules: &Modules) -> Vec<ModuleStatus> {
     let services = services_by_module(modules);
     let now = Instant::now();
-    let modules = modules
+    modules
         .views()
         .iter()
         .map(|view| ModuleStatus {
@@ -58,8 +64,7 @@ fn list(modules: &Modules) -> String {
             command: view.command.clone(),
             log: view.log.display().to_string(),
         })
-        .collect();
-    serde_json::to_string(&ModulesResult { modules }).expect("serializes")
+        .collect()
 }
 
 #[derive(Deserialize)]

@@ -381,7 +381,36 @@
       ["out/s", fmtBytes(r.bytesOut)],
       ["p99", fmtMs(r.p99Ms)],
       ["in flight", fmtInt(totals.inFlight)],
+      ["remote listener", hubInfo.remote == null ? "off" : text(hubInfo.remote)],
+      ["modules", moduleSummary(tick.modules || [])],
     ]);
+    showModules(tick.modules || []);
+  };
+
+  // `3 (2 running, 1 backoff)`, or `none`.
+  const moduleSummary = (modules) => {
+    if (!modules.length) return "none";
+    const counts = new Map();
+    for (const m of modules) counts.set(m.state, (counts.get(m.state) || 0) + 1);
+    const parts = [...counts].map(([state, n]) => `${n} ${state}`);
+    return `${modules.length} (${parts.join(", ")})`;
+  };
+
+  // One line per module: its state, pid, uptime, restarts, last exit.
+  const showModules = (modules) => {
+    $("modules-count").textContent = modules.length ? `(${modules.length})` : "";
+    const nodes = modules.map((m) => {
+      const div = el("div");
+      const facts = [m.state];
+      if (m.pid != null) facts.push(`pid ${m.pid}`);
+      if (m.uptimeMs != null) facts.push(`up ${fmtDuration(m.uptimeMs / 1000)}`);
+      facts.push(`${fmtInt(m.services)} services`, `${fmtInt(m.restarts)} restarts`);
+      if (m.lastExit) facts.push(`last exit: ${m.lastExit}`);
+      div.append(el("dt", null, text(m.name)), el("dd", null, facts.join(" · ")));
+      return div;
+    });
+    if (!nodes.length) nodes.push(el("p", null, "no [modules.NAME] in the config"));
+    $("modules").replaceChildren(...nodes);
   };
 
   const showConfig = (config) => {

@@ -405,3 +405,38 @@ async fn the_snapshot_shows_latency_traffic_and_connections() {
     assert!(history["drops"]["shed"].is_array());
     assert_eq!(tick["services"][0]["serviceId"], service);
 }
+
+#[tokio::test]
+async fn the_snapshot_names_the_listeners_and_each_tick_the_modules() {
+    let hub = TestHub::with_config(
+        "[modules.sleeper]\ncommand = \"sleep\"\nargs = [\"60\"]\nrestart = \"never\"\n",
+    )
+    .await;
+    let mut operator = hub.client("operator").await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let snapshot = loop {
+        let snapshot = expect_result(&operator.request("hub/dashboardSnapshot", json!({})).await);
+        let modules = snapshot["tick"]["modules"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if modules
+            .iter()
+            .any(|m| m["name"] == "sleeper" && m["state"] == "running")
+        {
+            break snapshot;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no tick showed the module running: {snapshot}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let websocket = snapshot["hub"]["websocket"].as_str().unwrap();
+    assert!(websocket.starts_with("ws://127.0.0.1:"), "{websocket}");
+    // No --remote: the remote listener is off (null), and the page says so.
+    assert!(snapshot["hub"]["remote"].is_null(), "{}", snapshot["hub"]);
+    let module = &snapshot["tick"]["modules"][0];
+    assert!(module["pid"].is_u64(), "{module}");
+    assert_eq!(module["services"], 0);
+}
