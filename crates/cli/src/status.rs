@@ -73,8 +73,9 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
     if !args.watch {
         return report(&args).await;
     }
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("cannot watch SIGINT")?;
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     loop {
         let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
         if !args.json && matches!(emit(&format!("--- {when}\n"))?, Emitted::ReaderGone) {
@@ -88,6 +89,7 @@ pub async fn status(args: StatusArgs) -> anyhow::Result<()> {
         tokio::select! {
             () = tokio::time::sleep(WATCH_EVERY) => {}
             _ = interrupt.recv() => return Ok(()),
+            _ = terminate.recv() => return Ok(()),
         }
     }
 }

@@ -41,7 +41,8 @@ pub struct HubProcess {
 pub struct HubProcessBuilder {
     dir: Option<PathBuf>,
     dir_from_env: bool,
-    ws: bool,
+    /// `--ws` (`None`: `--no-ws`).
+    ws: Option<String>,
     args: Vec<OsString>,
     env: Vec<(OsString, OsString)>,
     configure: Option<Arc<Configure>>,
@@ -60,7 +61,7 @@ impl HubProcess {
         HubProcessBuilder {
             dir: None,
             dir_from_env: false,
-            ws: true,
+            ws: Some("127.0.0.1:0".into()),
             args: Vec::new(),
             env: vec![("RUST_LOG".into(), "info".into())],
             configure: None,
@@ -226,7 +227,13 @@ impl HubProcessBuilder {
 
     /// `--no-ws`: the hub serves the Unix socket only.
     pub fn no_ws(mut self) -> Self {
-        self.ws = false;
+        self.ws = None;
+        self
+    }
+
+    /// `--ws ADDRESS` instead of `127.0.0.1:0`.
+    pub fn ws_on(mut self, address: &str) -> Self {
+        self.ws = Some(address.to_owned());
         self
     }
 
@@ -285,11 +292,10 @@ impl HubProcessBuilder {
         } else {
             command.arg("--dir").arg(&dir);
         }
-        if self.ws {
-            command.args(["--ws", "127.0.0.1:0"]);
-        } else {
-            command.arg("--no-ws");
-        }
+        match &self.ws {
+            Some(address) => command.args(["--ws", address]),
+            None => command.arg("--no-ws"),
+        };
         command
             .args(&self.args)
             .envs(self.env.iter().map(|(name, value)| (name, value)))

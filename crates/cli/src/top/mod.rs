@@ -41,6 +41,8 @@ pub struct TopArgs {
 }
 
 pub async fn top(args: TopArgs) -> anyhow::Result<()> {
+    // The snapshot is the hub's own user's (`direct`).
+    args.hub.local_only("switchboard top")?;
     // Without a terminal the screen cannot be drawn, and trying leaves
     // escape sequences behind: say so before anything is written.
     if !(std::io::stdin().is_terminal() && std::io::stdout().is_terminal()) {
@@ -53,8 +55,6 @@ pub async fn top(args: TopArgs) -> anyhow::Result<()> {
         }
         .into());
     }
-    // The snapshot is the hub's own user's (`direct`).
-    args.hub.local_only("switchboard top")?;
     let client = connect::connect(&args.hub, "top").await?;
     // The first one before the screen changes, so a refusal reads plainly.
     let first = fetch(&client).await?;

@@ -12,6 +12,7 @@ mod faults;
 mod federation;
 mod mcp_gateway;
 mod modules;
+mod newcomer;
 mod process;
 mod provide_mcp_fence;
 mod remote;
