@@ -14,11 +14,54 @@ use crate::principal::Principal;
 
 /// The `protocol` metadata value of a tool provider service.
 pub const TOOL_PROVIDER_PROTOCOL: &str = "tool-provider";
-/// The `version` metadata value of a tool provider service.
+/// The `version` metadata value of a version-1 tool provider (tools only).
 pub const TOOL_PROVIDER_VERSION: u64 = 1;
+/// The `version` metadata value of a version-2 tool provider (the whole MCP
+/// server surface, `docs/reference/tool-calls.md` section 9).
+pub const TOOL_PROVIDER_VERSION_2: u64 = 2;
 /// Method names a provider serves.
 pub const TOOLS_LIST: &str = "tools/list";
 pub const TOOLS_CALL: &str = "tools/call";
+
+/// The methods a version-2 provider serves besides the tools (MCP's names).
+pub mod v2 {
+    pub const RESOURCES_LIST: &str = "resources/list";
+    pub const RESOURCE_TEMPLATES_LIST: &str = "resources/templates/list";
+    pub const RESOURCES_READ: &str = "resources/read";
+    pub const RESOURCES_SUBSCRIBE: &str = "resources/subscribe";
+    pub const RESOURCES_UNSUBSCRIBE: &str = "resources/unsubscribe";
+    pub const PROMPTS_LIST: &str = "prompts/list";
+    pub const PROMPTS_GET: &str = "prompts/get";
+    pub const COMPLETION_COMPLETE: &str = "completion/complete";
+    pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
+    pub const TASKS_GET: &str = "tasks/get";
+    pub const TASKS_RESULT: &str = "tasks/result";
+    pub const TASKS_LIST: &str = "tasks/list";
+    pub const TASKS_CANCEL: &str = "tasks/cancel";
+    /// A consumer to a provider (a notification): its MCP client's roots changed.
+    pub const ROOTS_LIST_CHANGED: &str = "notifications/roots/list_changed";
+}
+
+/// A consumer's callback service (`docs/reference/tool-calls.md` section
+/// 9.3): metadata `{"protocol": "mcp-client", "version": 1, "callback": true}`.
+pub mod callback {
+    /// The `protocol` metadata value of a consumer's callback service.
+    pub const PROTOCOL: &str = "mcp-client";
+    /// Its `version` metadata value.
+    pub const VERSION: u64 = 1;
+    /// The `_meta` key naming the call a callback belongs to (its `tool_call_id`).
+    pub const CALL_META: &str = "switchboard/call";
+    /// Requests a provider sends a consumer's callback service.
+    pub const SAMPLING_CREATE_MESSAGE: &str = "sampling/createMessage";
+    pub const ELICITATION_CREATE: &str = "elicitation/create";
+    pub const ROOTS_LIST: &str = "roots/list";
+    /// Notifications it sends it.
+    pub const PROGRESS: &str = "notifications/progress";
+    pub const LOGGING_MESSAGE: &str = "notifications/message";
+    pub const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+    /// `data.code` of a callback that names no call in flight.
+    pub const UNKNOWN_CALL: &str = "unknown_call";
+}
 
 /// The body of a `tools/call` request.
 ///
@@ -42,6 +85,35 @@ pub struct ToolCallRequest {
     pub schema_pin: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<CallOrigin>,
+    /// Version 2: where the consumer answers the server's own requests
+    /// during this call, and what its MCP client declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientRef>,
+    /// Version 2: MCP's `task` member (`{ttl?}`), passed through untouched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<Box<RawValue>>,
+}
+
+/// The `client` member (`docs/reference/tool-calls.md` section 9.3): the
+/// consumer's callback service and its MCP client's capabilities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientRef {
+    /// The callback service's id.
+    pub service: String,
+    /// MCP's `ClientCapabilities` as the consumer's MCP client declared them
+    /// (`sampling`, `elicitation`, `roots`, ...); unknown members kept.
+    #[serde(default)]
+    pub capabilities: Value,
+}
+
+impl ClientRef {
+    /// Whether the MCP client declared `capability` (`"sampling"`,
+    /// `"elicitation"`, `"roots"`).
+    pub fn declares(&self, capability: &str) -> bool {
+        self.capabilities
+            .get(capability)
+            .is_some_and(|declared| !declared.is_null())
+    }
 }
 
 impl ToolCallRequest {
@@ -55,6 +127,8 @@ impl ToolCallRequest {
             call_key: None,
             schema_pin: None,
             origin: None,
+            client: None,
+            task: None,
         }
     }
 
@@ -91,6 +165,8 @@ impl PartialEq for ToolCallRequest {
             && self.call_key == other.call_key
             && self.schema_pin == other.schema_pin
             && self.origin == other.origin
+            && self.client == other.client
+            && self.task.as_ref().map(|t| t.get()) == other.task.as_ref().map(|t| t.get())
     }
 }
 

@@ -350,8 +350,26 @@ fn full_tool_call_request_keeps_arguments_and_progress_token_bytes() {
             Principal::reserved("acp"),
             "acp:session-9/turn-3/call-1",
         )),
+        client: None,
+        task: None,
     };
     assert_eq!(request, expected);
+}
+
+#[test]
+fn version_2_members_client_and_task_round_trip() {
+    let text = vector("tool_call_request_v2.json");
+    let (request, encoded) = round_trip::<ToolCallRequest>(&text);
+    let client = request.client.as_ref().expect("a client member");
+    assert_eq!(client.service, "svc-0123456789abcdef0123456789abcdef");
+    assert!(client.declares("sampling") && client.declares("elicitation"));
+    assert!(!client.declares("roots"));
+    let task = request.task.as_deref().expect("a task member");
+    assert_raw(&text, task, &encoded, r#"{"ttl": 60000}"#);
+    // Absent, both are left out: the shape version-1 consumers send.
+    let bare = ToolCallRequest::new("echo", RawValue::from_string("{}".into()).unwrap());
+    let encoded = serde_json::to_string(&bare).unwrap();
+    assert_eq!(encoded, r#"{"name":"echo","arguments":{}}"#);
 }
 
 #[test]

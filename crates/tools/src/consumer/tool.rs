@@ -182,6 +182,8 @@ impl ExposedTool {
             call_key: invocation.call_key,
             schema_pin: self.schema_pin.clone(),
             origin: None,
+            client: None,
+            task: None,
         };
         self.backend.call(request, invocation.timeout)
     }
