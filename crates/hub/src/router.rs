@@ -372,8 +372,8 @@ fn log_remote_refusal(identity: &Identity, route: &ServiceRoute, action: Action)
     tracing::debug!(
         caller = %identity.principal.principal,
         owner = %route.owner_principal.principal,
-        action = action.name(),
-        service = &*route.id,
+        action = %action.name(),
+        service = %route.id,
         "refused a caller of another hub: no grant here allows it"
     );
 }
