@@ -147,12 +147,19 @@ fn init_logging(mcp_gateway: bool) {
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::Layer;
 
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         // rmcp logs whole MCP messages at info; payloads stay out of logs by default.
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"))
         // tungstenite logs every WebSocket message at trace, `initialize` and
         // its token included: capped at debug whatever RUST_LOG asks.
         .add_directive("tungstenite=debug".parse().expect("a valid directive"));
+    // async-nats logs each connection event at info, once per retry while
+    // NATS is away; the federation logs them itself, once per change.
+    // Unless RUST_LOG names async_nats.
+    if !std::env::var("RUST_LOG").is_ok_and(|value| value.contains("async_nats")) {
+        let directive = switchboard_federation::NATS_CLIENT_LOG_DIRECTIVE;
+        filter = filter.add_directive(directive.parse().expect("a valid directive"));
+    }
     let gateway_filter = mcp_gateway.then_some(switchboard_mcp::GatewayLogFilter);
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)

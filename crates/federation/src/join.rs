@@ -8,16 +8,18 @@
 //! (compare-and-set on its revision) only if no one answers.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, kv};
 use async_nats::{ConnectErrorKind, ServerAddr};
 use bytes::Bytes;
 use futures_util::StreamExt;
+use parking_lot::Mutex;
 use tokio::sync::watch as channel;
 
 use crate::fabric::{self, Claim};
 use crate::metrics::Metrics;
+use crate::nats_log::{ConnectionLog, Say};
 use crate::shared::{Fabric, FederationOptions, Joined, PreparedFabric};
 
 /// How long the first connection attempt may take before the hub starts
@@ -91,7 +93,8 @@ fn check(options: &FederationOptions) -> Result<ServerAddr, JoinError> {
     Ok(address)
 }
 
-/// The connect options, reporting the connection state to `connected`.
+/// The connect options, reporting the connection state to `connected` and
+/// to the log (`log`: each change once, repeats at most once a minute).
 /// A user and password in the URL (`nats://user:pass@host`), or a token
 /// (`nats://token@host`), authenticate the hub (async-nats reads them only
 /// from the options).
@@ -100,7 +103,9 @@ async fn connect_options(
     address: &ServerAddr,
     connected: channel::Sender<bool>,
     metrics: Arc<Metrics>,
+    log: Arc<Mutex<ConnectionLog>>,
 ) -> Result<async_nats::ConnectOptions, JoinError> {
+    let url: Arc<str> = redacted(&options.nats).into();
     let mut connect = match &options.credentials {
         Some(path) => async_nats::ConnectOptions::with_credentials_file(path)
             .await
@@ -135,6 +140,10 @@ async fn connect_options(
         .event_callback(move |event| {
             let connected = connected.clone();
             let metrics = metrics.clone();
+            let said = log.lock().see(&event, Instant::now());
+            if let Some(said) = said {
+                said.log(&url);
+            }
             async move {
                 match event {
                     async_nats::Event::Connected => {
@@ -148,7 +157,6 @@ async fn connect_options(
                         metrics
                             .connected
                             .store(true, std::sync::atomic::Ordering::Relaxed);
-                        tracing::info!("NATS connected");
                     }
                     async_nats::Event::Disconnected => {
                         connected.send_replace(false);
@@ -158,9 +166,8 @@ async fn connect_options(
                         metrics
                             .connected
                             .store(false, std::sync::atomic::Ordering::Relaxed);
-                        tracing::warn!("NATS connection lost; reconnecting");
                     }
-                    other => tracing::debug!(event = %other, "NATS event"),
+                    _ => {}
                 }
             }
         }))
@@ -173,10 +180,17 @@ pub async fn prepare(options: FederationOptions) -> Result<PreparedFabric, JoinE
     let metrics = Arc::new(Metrics::default());
     let instance = fabric::new_instance();
     let (connected_tx, connected) = channel::channel(false);
-    let first = connect_options(&options, &address, connected_tx.clone(), metrics.clone())
-        .await?
-        .connect(address.clone())
-        .await;
+    let log = Arc::new(Mutex::new(ConnectionLog::default()));
+    let first = connect_options(
+        &options,
+        &address,
+        connected_tx.clone(),
+        metrics.clone(),
+        log.clone(),
+    )
+    .await?
+    .connect(address.clone())
+    .await;
     let (client, joined) = match first {
         Ok(client) => {
             connected_tx.send_replace(true);
@@ -190,16 +204,20 @@ pub async fn prepare(options: FederationOptions) -> Result<PreparedFabric, JoinE
         }
         Err(error) => match error.kind() {
             ConnectErrorKind::Io | ConnectErrorKind::TimedOut | ConnectErrorKind::Dns => {
+                // The first line of this state: the retries that follow
+                // repeat it (`nats_log.rs`).
+                let _: Option<Say> = log.lock().failed(error.to_string(), Instant::now());
                 tracing::warn!(nats = %url, %error, "NATS is not reachable; serving local clients, joining once it is");
-                let client = connect_options(&options, &address, connected_tx, metrics.clone())
-                    .await?
-                    .retry_on_initial_connect()
-                    .connect(address)
-                    .await
-                    .map_err(|error| JoinError::Refused {
-                        url: url.clone(),
-                        error: error.to_string(),
-                    })?;
+                let client =
+                    connect_options(&options, &address, connected_tx, metrics.clone(), log)
+                        .await?
+                        .retry_on_initial_connect()
+                        .connect(address)
+                        .await
+                        .map_err(|error| JoinError::Refused {
+                            url: url.clone(),
+                            error: error.to_string(),
+                        })?;
                 (client, None)
             }
             _ => {

@@ -9,6 +9,8 @@
 //! - [`fabric`]: the names the hubs agree on (bucket, keys, subjects,
 //!   headers, values);
 //! - `join`: connecting, the bucket, the claim on the name;
+//! - `nats_log`: the NATS connection in the log (each change once,
+//!   repeats at most once a minute);
 //! - `export`: this hub's services into the bucket, with heartbeats;
 //! - `watch`: the bucket into this hub's catalog (other hubs as links);
 //! - `relay`: lines between hubs (a writer per link, one reader);
@@ -23,6 +25,7 @@ mod export;
 pub mod fabric;
 mod join;
 pub mod metrics;
+mod nats_log;
 mod relay;
 mod shared;
 mod split;
@@ -40,6 +43,14 @@ pub use join::JoinError;
 use metrics::Metrics;
 use shared::{Fabric, PreparedFabric};
 pub use shared::{FederationOptions, DEFAULT_SERVICE_TTL};
+
+/// A directive for the binary's log filter (`tracing-subscriber`'s
+/// `EnvFilter`): async-nats logs each of its connection events at info,
+/// `event: client error: nats: IO error` once per attempt while NATS is
+/// away. This crate logs those events itself, each change of state once and
+/// repeats at most once a minute, so the client's own lines are kept to its
+/// warnings and errors.
+pub const NATS_CLIENT_LOG_DIRECTIVE: &str = "async_nats=warn";
 
 /// The federation of a hub, from start to [`Federation::leave`].
 pub struct Federation {

@@ -44,13 +44,19 @@ impl Action {
         }
     }
 
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "discover" => Some(Action::Discover),
-            "notify" => Some(Action::Notify),
-            "request" => Some(Action::Request),
-            _ => None,
+    /// The name grants and errors use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Action::Discover => "discover",
+            Action::Notify => "notify",
+            Action::Request => "request",
         }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [Action::Discover, Action::Notify, Action::Request]
+            .into_iter()
+            .find(|action| action.name() == name)
     }
 }
 
@@ -60,8 +66,10 @@ pub enum Selector {
     /// `"*"`: every principal, `direct`, `unverified` and the principals of
     /// other hubs of a federation included.
     Any,
-    /// A named (reserved) principal of this hub.
-    Named(String),
+    /// One principal of this hub: a named (reserved) one, `direct` (the
+    /// hub's own token) or `unverified` (connections without a token).
+    /// Never a principal of another hub.
+    Local(Principal),
     /// `"HUB/NAME"` (one principal of another hub: `NAME` is a reserved
     /// principal's name, or `direct` or `unverified`) or `"HUB/*"`
     /// (`principal: None`: every principal of that hub).
@@ -72,6 +80,11 @@ pub enum Selector {
 }
 
 impl Selector {
+    /// The named (reserved) principal `name` of this hub.
+    pub fn named(name: impl Into<String>) -> Selector {
+        Selector::Local(Principal::reserved(name))
+    }
+
     /// `HUB/NAME` or `HUB/*`, if `text` has that form.
     pub fn on_hub(text: &str) -> Option<Selector> {
         let (hub, name) = text.split_once('/')?;
@@ -90,8 +103,8 @@ impl Selector {
     fn matches(&self, principal: &Principal) -> bool {
         match (self, principal) {
             (Selector::Any, _) => true,
-            (Selector::Named(name), Principal::Reserved { module_id }) => name == module_id,
-            (Selector::Named(_), _) => false,
+            // A remote principal is `Principal::Remote`: never equal.
+            (Selector::Local(local), principal) => local == principal,
             (Selector::OnHub { hub, principal: on }, principal) => {
                 principal.hub() == Some(hub.as_str())
                     && on.as_ref().is_none_or(|on| on == principal.local())
@@ -206,7 +219,7 @@ impl Policy {
     pub fn describe(&self) -> serde_json::Value {
         let selector = |s: &Selector| match s {
             Selector::Any => "*".to_owned(),
-            Selector::Named(name) => name.clone(),
+            Selector::Local(principal) => principal.label().to_owned(),
             Selector::OnHub { hub, principal } => {
                 let name = principal.as_ref().map_or("*", Principal::label);
                 format!("{hub}/{name}")
@@ -216,15 +229,11 @@ impl Policy {
             .grants
             .iter()
             .map(|grant| {
-                let allow: Vec<&str> = [
-                    (Action::Discover, "discover"),
-                    (Action::Notify, "notify"),
-                    (Action::Request, "request"),
-                ]
-                .into_iter()
-                .filter(|(action, _)| grant.allow & action.bit() != 0)
-                .map(|(_, name)| name)
-                .collect();
+                let allow: Vec<&str> = [Action::Discover, Action::Notify, Action::Request]
+                    .into_iter()
+                    .filter(|action| grant.allow & action.bit() != 0)
+                    .map(Action::name)
+                    .collect();
                 serde_json::json!({"from": selector(&grant.from), "to": selector(&grant.to), "allow": allow})
             })
             .collect();
@@ -252,7 +261,9 @@ impl Policy {
     /// principal's services; anything else needs a grant. (A connection acting
     /// on its own services is decided by the caller of this function, which
     /// knows connections.) Only local principals match the first two rules:
-    /// `direct` of another hub is `HUB/direct` here, and needs a grant.
+    /// `direct` of another hub is `HUB/direct` here, and needs a grant, for
+    /// instance `from = "HUB/direct"`, `to = "direct"` for this hub's
+    /// `direct` services.
     pub fn allows(&self, caller: &Principal, owner: &Principal, action: Action) -> bool {
         match (caller, owner) {
             (Principal::Direct, _) => true,
@@ -296,8 +307,8 @@ mod tests {
                 ("other".into(), "other-token".into()),
             ],
             vec![Grant::new(
-                Selector::Named("explorer".into()),
-                Selector::Named("git".into()),
+                Selector::named("explorer"),
+                Selector::named("git"),
                 &[Action::Discover, Action::Request],
             )],
             false,
@@ -358,7 +369,7 @@ mod tests {
             vec![
                 Grant::new(
                     selector("laptop/explorer"),
-                    Selector::Named("git".into()),
+                    Selector::named("git"),
                     &[Action::Request],
                 ),
                 Grant::new(selector("server/*"), Selector::Any, &[Action::Notify]),
@@ -386,6 +397,42 @@ mod tests {
         assert!(policy.allows(&git, &direct_on_laptop, Action::Discover));
         assert!(!policy.allows(&git, &Principal::Direct, Action::Discover));
         assert!(policy.allows(&Principal::Direct, &direct_on_laptop, Action::Request));
+    }
+
+    #[test]
+    fn grants_may_name_this_hubs_direct_and_unverified() {
+        let direct_on_b = Principal::Direct.on_hub("b");
+        let policy = Policy::new(
+            "t",
+            vec![("git".into(), "g".into())],
+            vec![
+                Grant::new(
+                    Selector::on_hub("b/direct").unwrap(),
+                    Selector::Local(Principal::Direct),
+                    &[Action::Request],
+                ),
+                Grant::new(
+                    Selector::Local(Principal::Unverified),
+                    Selector::named("git"),
+                    &[Action::Notify],
+                ),
+            ],
+            true,
+            vec![],
+        );
+        assert!(policy.allows(&direct_on_b, &Principal::Direct, Action::Request));
+        assert!(!policy.allows(&direct_on_b, &Principal::Direct, Action::Notify));
+        // `direct` here names this hub's `direct` only, never another hub's.
+        assert!(!policy.allows(&direct_on_b, &direct_on_b, Action::Request));
+        let git = Principal::reserved("git");
+        assert!(!policy.allows(&git, &Principal::Direct, Action::Request));
+        assert!(policy.allows(&Principal::Unverified, &git, Action::Notify));
+        let unverified_on_b = Principal::Unverified.on_hub("b");
+        assert!(!policy.allows(&unverified_on_b, &git, Action::Notify));
+        let described = policy.describe();
+        assert_eq!(described["grants"][0]["from"], "b/direct");
+        assert_eq!(described["grants"][0]["to"], "direct");
+        assert_eq!(described["grants"][1]["from"], "unverified");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use serde_json::json;
 use switchboard_protocol::error::{GoneReason, ServiceGoneData};
 use switchboard_protocol::jsonrpc::ErrorObject;
-use switchboard_protocol::ErrorCode;
+use switchboard_protocol::{ErrorCode, Principal};
 
 pub fn invalid_params(field: &str, message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InvalidParams, message).with_data(&json!({ "field": field }))
@@ -30,6 +30,23 @@ pub fn auth_required(message: impl Into<String>) -> ErrorObject {
 
 pub fn permission_denied(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::PermissionDenied, message)
+}
+
+/// -32009 for a caller of another hub that its own hub let discover the
+/// service and this hub (`hub`) refuses: the message names the grant this
+/// hub lacks, `data` the hub and the action.
+pub fn refused_by_hub(
+    hub: &str,
+    action: &str,
+    caller: &Principal,
+    owner: &Principal,
+) -> ErrorObject {
+    let (caller, owner) = (caller.to_string(), owner.to_string());
+    ErrorObject::new(
+        ErrorCode::PermissionDenied,
+        format!("hub {hub} refused: it has no grant from {caller:?} to {owner:?} with {action:?}"),
+    )
+    .with_data(&json!({ "hub": hub, "action": action }))
 }
 
 pub fn service_gone(reason: GoneReason) -> ErrorObject {

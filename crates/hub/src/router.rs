@@ -120,6 +120,9 @@ pub fn notify(
         return counters.notification_dropped(NotifyDrop::UnknownService);
     };
     if !allowed {
+        if sender.transport == Transport::Link {
+            log_remote_refusal(identity, &route, Action::Notify);
+        }
         return counters.notification_dropped(NotifyDrop::NotPermitted);
     }
     let header = RoutedHeader {
@@ -312,6 +315,12 @@ fn check_request<'a>(
 
 /// Step two: the service, and whether the caller may see it (`-32008` as
 /// if it did not exist) and send it requests (`-32009`).
+///
+/// A caller of another hub (its link is the caller) saw the service because
+/// its own hub's grants let it: discovery is that hub's to decide
+/// (`federation.md` section 4), and `-32008` would contradict the catalog
+/// it sees. So here only `request` is checked, and a refusal is `-32009`
+/// naming this hub and the grant it lacks.
 fn find_route(
     hub: &HubState,
     caller: &Conn,
@@ -320,6 +329,23 @@ fn find_route(
 ) -> Result<Arc<ServiceRoute>, Refusal> {
     let not_found = || Refusal::new(reply::unknown_service(service_id), RequestFailure::NotFound);
     let route = hub.registry.route(service_id).ok_or_else(not_found)?;
+    if caller.transport == Transport::Link {
+        if !hub
+            .registry
+            .authorize(caller, identity, &route, Action::Request)
+        {
+            log_remote_refusal(identity, &route, Action::Request);
+            let this_hub = hub.federated.as_ref().map_or("", |f| f.name.as_str());
+            let error = reply::refused_by_hub(
+                this_hub,
+                Action::Request.name(),
+                &identity.principal.principal,
+                &route.owner_principal.principal,
+            );
+            return Err(Refusal::new(error, RequestFailure::PermissionDenied));
+        }
+        return Ok(route);
+    }
     if !hub
         .registry
         .authorize(caller, identity, &route, Action::Discover)
@@ -337,6 +363,19 @@ fn find_route(
         return Err(Refusal::new(error, RequestFailure::PermissionDenied));
     }
     Ok(route)
+}
+
+/// A caller of another hub was refused `action` on `route` by this hub's
+/// grants: said at debug with both principals (`b/direct`, `direct`) and
+/// the service id; never a payload, never a token.
+fn log_remote_refusal(identity: &Identity, route: &ServiceRoute, action: Action) {
+    tracing::debug!(
+        caller = %identity.principal.principal,
+        owner = %route.owner_principal.principal,
+        action = %action.name(),
+        service = %route.id,
+        "refused a caller of another hub: no grant here allows it"
+    );
 }
 
 /// Step three, under `C.calls`: the caller's slot for X, within

@@ -17,9 +17,9 @@
 //! token_file = "tokens/explorer"                # relative to this file; or token = "…"
 //!
 //! [[grants]]
-//! from = "explorer"                             # principal name, "*", or of
-//! to = "git"                                    # another hub: "HUB/NAME", "HUB/*"
-//! allow = ["discover", "request", "notify"]
+//! from = "explorer"                             # principal name, "direct",
+//! to = "git"                                    # "unverified", "*", or of another
+//! allow = ["discover", "request", "notify"]     # hub: "HUB/NAME", "HUB/*"
 //!
 //! [modules.git]                                 # a module the hub starts and supervises
 //! command = "git-sidecar"                       # see `config/modules.rs`
@@ -299,6 +299,11 @@ impl Config {
                     "a principal name is printable ASCII without spaces, and not \"*\"",
                 ));
             }
+            if local_principal(&name).is_some() {
+                return Err(problem(
+                    "this is one of the hub's own principals (direct: the token in hub.json; unverified: connections without a token), which grants name without a section; choose another name",
+                ));
+            }
             let (token, from) = match (section.token, section.token_file) {
                 (Some(token), None) => (token, "the token".to_owned()),
                 (None, Some(file)) => {
@@ -343,10 +348,12 @@ impl Config {
             let selector = |name: &str| -> Result<Selector, ConfigError> {
                 if name == "*" {
                     Ok(Selector::Any)
+                } else if let Some(principal) = local_principal(name) {
+                    Ok(Selector::Local(principal))
                 } else if principals.iter().any(|(known, _)| known == name)
                     || modules.iter().any(|module| module.name == name)
                 {
-                    Ok(Selector::Named(name.to_owned()))
+                    Ok(Selector::named(name))
                 } else if let Some(selector) = Selector::on_hub(name) {
                     // A principal of another hub: its name is that hub's to
                     // check, only the form is checked here.
@@ -358,7 +365,7 @@ impl Config {
                     }
                 } else {
                     Err(problem(format!(
-                        "{name:?} is not a principal or module of this file (or \"*\", or HUB/NAME of another hub)"
+                        "{name:?} is not a principal or module of this file (nor \"direct\", \"unverified\", \"*\", or HUB/NAME of another hub)"
                     )))
                 }
             };
@@ -402,6 +409,19 @@ impl Config {
             self.allow_unverified,
             self.allowed_origins.clone(),
         )
+    }
+}
+
+/// The principals every hub has without a `[principals.NAME]` section:
+/// `direct` (the token in `hub.json`) and `unverified` (connections without
+/// a token, where `allow_unverified` serves them). Grants name them like any
+/// other principal, and no section may take their names.
+fn local_principal(name: &str) -> Option<switchboard_protocol::Principal> {
+    use switchboard_protocol::Principal;
+    match name {
+        "direct" => Some(Principal::Direct),
+        "unverified" => Some(Principal::Unverified),
+        _ => None,
     }
 }
 

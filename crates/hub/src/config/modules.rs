@@ -208,6 +208,11 @@ fn check_name(name: &str) -> Result<(), String> {
             "a module name is 1 to {MAX_NAME_BYTES} of A-Z a-z 0-9 _ . - and does not start with . or -"
         ));
     }
+    if matches!(name, "direct" | "unverified") {
+        return Err(format!(
+            "{name:?} is the name of one of the hub's own principals (grants name it); choose another"
+        ));
+    }
     Ok(())
 }
 
@@ -327,6 +332,9 @@ mcp = ["npx", "-y", "server", "~/notes"]
         let error = parse("[modules.\"../x\"]\ncommand = \"b\"\n").unwrap_err();
         assert_eq!(error.line, 1);
         assert!(error.problem.contains("module name"), "{error:?}");
+
+        let error = parse("[modules.direct]\ncommand = \"b\"\n").unwrap_err();
+        assert!(error.problem.contains("hub's own principals"), "{error:?}");
 
         let error = parse("[modules.x]\ncommand = \"b\"\nlog_max_bytes = 10\n").unwrap_err();
         assert_eq!(error.line, 3);

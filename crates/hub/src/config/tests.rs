@@ -79,6 +79,66 @@ fn grants_may_name_principals_of_other_hubs() {
 }
 
 #[test]
+fn grants_may_name_direct_and_unverified_here_and_on_other_hubs() {
+    let config = parse(
+        r#"
+        [principals.git]
+        token = "git-token-01234567"
+        [[grants]]
+        from = "b/direct"
+        to = "direct"
+        allow = ["request"]
+        [[grants]]
+        from = "direct"
+        to = "a/direct"
+        allow = ["discover", "request"]
+        [[grants]]
+        from = "unverified"
+        to = "git"
+        allow = ["notify"]
+        [[grants]]
+        from = "b/unverified"
+        to = "unverified"
+        allow = ["discover"]
+        "#,
+    )
+    .unwrap();
+    let policy = config.policy("d");
+    let direct_on_b = Principal::Direct.on_hub("b");
+    assert!(policy.allows(&direct_on_b, &Principal::Direct, Action::Request));
+    assert!(!policy.allows(&direct_on_b, &Principal::Direct, Action::Discover));
+    assert!(!policy.allows(&direct_on_b, &Principal::reserved("git"), Action::Request));
+    assert!(policy.allows(
+        &Principal::Unverified,
+        &Principal::reserved("git"),
+        Action::Notify
+    ));
+    let unverified_on_b = Principal::Unverified.on_hub("b");
+    assert!(policy.allows(&unverified_on_b, &Principal::Unverified, Action::Discover));
+    let described = policy.describe();
+    assert_eq!(described["grants"][0]["from"], "b/direct");
+    assert_eq!(described["grants"][0]["to"], "direct");
+
+    // Names of nothing are still mistakes, each named.
+    for (from, to, named) in [
+        ("*", "nobody", "\"nobody\" is not a principal"),
+        ("Direct", "*", "\"Direct\" is not a principal"),
+        ("direct", "b/", "HUB/NAME"),
+    ] {
+        let text = format!("[[grants]]\nfrom = \"{from}\"\nto = \"{to}\"\nallow = [\"request\"]\n");
+        let error = parse(&text).unwrap_err().to_string();
+        assert!(error.contains(named), "{from} -> {to}: {error}");
+        assert!(error.contains("grant #1"), "{error}");
+    }
+    // No section may take their names.
+    for name in ["direct", "unverified"] {
+        let error = parse(&format!("[principals.{name}]\ntoken = \"x\"\n")).unwrap_err();
+        let text = error.to_string();
+        assert!(text.contains("one of the hub's own principals"), "{text}");
+    }
+}
+
+#[test]
 fn the_federation_section_is_checked() {
     let config = parse(
         "[federation]\nnats = \"nats://127.0.0.1:4222\"\nname = \"laptop\"\ncredentials = \"l.creds\"\nserviceTtlMs = 2000\n",

@@ -8,8 +8,8 @@ use switchboard_protocol::Limits;
 fn policy(explorer_notifies_git: bool) -> Arc<Policy> {
     let grants = if explorer_notifies_git {
         vec![Grant::new(
-            Selector::Named("explorer".into()),
-            Selector::Named("git".into()),
+            Selector::named("explorer"),
+            Selector::named("git"),
             &[Action::Notify],
         )]
     } else {

@@ -4,7 +4,7 @@ use serde_json::{json, Value};
 
 use super::{next_non_action, owner, subscribed, wait_added};
 use crate::support::fabric::{Fabric, OPEN};
-use crate::support::{metric_value, LineClient};
+use crate::support::{metric_value, run, LineClient};
 
 /// Principals `explorer` and `other` with their tokens.
 const PRINCIPALS: &str = "[principals.explorer]\ntoken = \"explorer-token-0123\"\n[principals.other]\ntoken = \"other-token-012345\"\n";
@@ -18,8 +18,10 @@ fn as_principal(hub: &crate::support::HubProcess, token: &str) -> LineClient {
 #[test]
 fn the_owners_hub_refuses_what_its_grants_do_not_allow_whatever_the_callers_hub_allows() {
     let fabric = Fabric::new();
-    // A lets B's explorer see its services, but not call them; B's `other`
-    // may not even see them there. B itself allows everything.
+    // A grants B's explorer `discover` alone, which decides nothing there
+    // (discovery is the observer's hub's to decide), and B's `other` and
+    // `direct` nothing. B itself allows everything: each of them sees the
+    // service, and each is refused by A with -32009, never -32008.
     let a = fabric.hub(
         "a",
         "[[grants]]\nfrom = \"b/explorer\"\nto = \"*\"\nallow = [\"discover\"]\n",
@@ -44,16 +46,25 @@ fn the_owners_hub_refuses_what_its_grants_do_not_allow_whatever_the_callers_hub_
             json!({"serviceId": service, "method": "m"}),
         )
     };
+    let refused = |caller: &str| {
+        json!({
+            "code": -32009,
+            "message": format!(
+                "hub a refused: it has no grant from \"{caller}\" to \"direct\" with \"request\""
+            ),
+            "data": {"hub": "a", "action": "request"},
+        })
+    };
     let mut explorer = as_principal(&b, "explorer-token-0123");
     let answer = request(&mut explorer);
-    assert_eq!(answer["error"]["code"], -32009, "{answer}");
+    assert_eq!(answer["error"], refused("b/explorer"), "{answer}");
     let mut other = as_principal(&b, "other-token-012345");
     let answer = request(&mut other);
-    assert_eq!(answer["error"]["code"], -32008, "{answer}");
+    assert_eq!(answer["error"], refused("b/other"), "{answer}");
     // B's direct user is `b/direct` on A: no grant either.
     let mut direct = b.line_client();
     let answer = request(&mut direct);
-    assert_eq!(answer["error"]["code"], -32008, "{answer}");
+    assert_eq!(answer["error"], refused("b/direct"), "{answer}");
 
     // Notifications A does not allow are dropped there, silently, counted.
     explorer.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
@@ -73,15 +84,97 @@ fn the_owners_hub_refuses_what_its_grants_do_not_allow_whatever_the_callers_hub_
             &metrics,
             "switchboard_requests_failed_total{reason=\"permission_denied\"}"
         ),
-        1
+        3
     );
     assert_eq!(
         metric_value(
             &metrics,
             "switchboard_requests_failed_total{reason=\"not_found\"}"
         ),
-        2
+        0
     );
+}
+
+/// The case: a service `direct` registered by hand on A, which B's
+/// grants let B's `direct` see and call. A has no grant: B's caller sees
+/// the service, and A refuses the call with -32009 naming the grant it
+/// lacks (not -32008, which would contradict B's catalog), and logs the
+/// refusal with both principals and no token. A gains the grant `from =
+/// "b/direct"`, `to = "direct"` (`request` alone: discovery was B's to
+/// decide), `switchboard reload` on A, and the same call goes through.
+#[test]
+fn a_direct_service_another_hub_refuses_is_minus_32009_naming_the_grant_until_it_is_granted() {
+    let fabric = Fabric::new();
+    let a = fabric
+        .hub_builder("a", "")
+        .env("RUST_LOG", "info,switchboard_hub=debug")
+        .start();
+    let b = fabric.hub(
+        "b",
+        "[[grants]]\nfrom = \"direct\"\nto = \"a/direct\"\nallow = [\"discover\", \"request\"]\n",
+    );
+    let (mut owner, service) = owner(&a, json!({"name": "by-hand"}));
+    let (mut caller, snapshot) = subscribed(&b);
+    let listed = wait_added(&mut caller, &snapshot, &service);
+    assert_eq!(listed["hub"], "a");
+    assert_eq!(listed["principal"], json!({"kind": "direct", "hub": "a"}));
+    let call = json!({"serviceId": service, "method": "m", "params": {"secret": "payload-7f3a"}});
+
+    let answer = caller.request("clientService/request", call.clone());
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32009,
+            "message": "hub a refused: it has no grant from \"b/direct\" to \"direct\" with \"request\"",
+            "data": {"hub": "a", "action": "request"},
+        }),
+        "{answer}"
+    );
+    // A says why at debug: both principals and the action; no payload, no token.
+    a.wait_for_log("refused a caller of another hub");
+    let log = a.log();
+    let line = log
+        .lines()
+        .find(|line| line.contains("refused a caller of another hub"))
+        .unwrap_or_else(|| panic!("no refusal in A's log:\n{log}"));
+    for field in [
+        "caller=b/direct",
+        "owner=direct",
+        "action=request",
+        &format!("service={service}"),
+    ] {
+        assert!(line.contains(field), "{field} is not in {line}");
+    }
+    // A notification A refuses is dropped without a word to its sender, and
+    // logged the same way.
+    caller.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                        "params": {"serviceId": service, "method": "n", "params": "payload-7f3a"}}));
+    a.wait_for_log("action=notify");
+    let log = a.log();
+    for secret in [a.token(), b.token(), "payload-7f3a".to_owned()] {
+        assert!(!log.contains(&secret), "A's log shows {secret}:\n{log}");
+    }
+
+    let config = fabric.path("a.toml");
+    let mut text = std::fs::read_to_string(&config).expect("a's config");
+    text.push_str("[[grants]]\nfrom = \"b/direct\"\nto = \"direct\"\nallow = [\"request\"]\n");
+    std::fs::write(&config, text).expect("rewrite a's config");
+    run(&["reload", "--dir", a.dir_arg()]).ok();
+
+    let id = caller.send_request("clientService/request", call);
+    let request = next_non_action(&mut owner);
+    assert_eq!(
+        request["method"], "clientService/handleRequest",
+        "{request}"
+    );
+    assert_eq!(
+        request["params"]["senderPrincipal"],
+        json!({"kind": "direct", "hub": "b"})
+    );
+    owner.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "granted"}));
+    let answer = next_non_action(&mut caller);
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["result"], "granted", "{answer}");
 }
 
 #[test]

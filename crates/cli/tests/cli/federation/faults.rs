@@ -357,3 +357,35 @@ fn a_hub_cut_off_past_the_ttl_leaves_the_catalogs_and_comes_back_when_it_resumes
     let pong = on_b.request("ping", Value::Null);
     assert_eq!(pong["result"], Value::Null, "{pong}");
 }
+
+/// NATS not there: async-nats retries several times a second, and the hub
+/// says so once (then at most once a minute), not at each attempt; when
+/// NATS comes, once again.
+#[test]
+fn an_unreachable_nats_is_logged_once_per_change_not_once_per_attempt() {
+    let mut fabric = Fabric::new();
+    fabric.nats.stop();
+    let a = fabric.hub("a", OPEN);
+    a.wait_for_log("NATS is not reachable");
+    std::thread::sleep(Duration::from_secs(5));
+    let about_nats = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|line| line.to_ascii_lowercase().contains("nats"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let lines = about_nats(&a.log());
+    assert!(
+        lines.len() <= 2,
+        "{} lines about NATS in 5 s:\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+
+    fabric.nats.restart();
+    a.wait_for_metric("switchboard_federation_joined", 1);
+    let log = a.log();
+    let connected = log.matches("NATS connected").count();
+    assert_eq!(connected, 1, "{log}");
+    assert!(!log.contains("client error"), "{log}");
+}
