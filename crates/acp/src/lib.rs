@@ -25,6 +25,7 @@ pub mod ids;
 pub mod jobs;
 pub mod mcp;
 pub mod model;
+pub mod models;
 pub mod modes;
 pub mod options;
 pub mod output;
@@ -39,9 +40,10 @@ pub mod turn;
 
 use agent_client_protocol::v1::schema::{
     CancelNotification, CloseSessionRequest, InitializeRequest, ListSessionsRequest, PromptRequest,
-    SetSessionModeRequest,
+    SetSessionConfigOptionRequest, SetSessionModeRequest,
 };
-use agent_client_protocol::{Agent, ConnectTo};
+use agent_client_protocol::{Agent, ConnectTo, UntypedMessage};
+use requests::Checked;
 use tokio::signal::unix::{signal, SignalKind};
 
 pub use front::{Front, FrontError};
@@ -65,7 +67,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: InitializeRequest, responder, _cx| {
+                async move |Checked(request): Checked<InitializeRequest>, responder, _cx| {
                     responder.respond(front.initialize(request))
                 }
             },
@@ -94,7 +96,17 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: ListSessionsRequest, responder, _cx| {
+                async move |request: requests::ResumeSession, responder, cx| {
+                    front.resume_session(request, responder, cx);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let front = front.clone();
+                async move |Checked(request): Checked<ListSessionsRequest>, responder, _cx| {
                     front.list_sessions(request, responder);
                     Ok(())
                 }
@@ -104,7 +116,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: CloseSessionRequest, responder, _cx| {
+                async move |Checked(request): Checked<CloseSessionRequest>, responder, _cx| {
                     front.close_session(request, responder);
                     Ok(())
                 }
@@ -114,7 +126,7 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: PromptRequest, responder, cx| {
+                async move |Checked(request): Checked<PromptRequest>, responder, cx| {
                     front.prompt(request, responder, cx);
                     Ok(())
                 }
@@ -124,10 +136,31 @@ pub async fn run(
         .on_receive_request(
             {
                 let front = front.clone();
-                async move |request: SetSessionModeRequest, responder, cx| {
+                async move |Checked(request): Checked<SetSessionModeRequest>, responder, cx| {
                     front.set_mode(request, responder, cx);
                     Ok(())
                 }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            {
+                let front = front.clone();
+                async move |Checked(request): Checked<SetSessionConfigOptionRequest>,
+                            responder,
+                            cx| {
+                    front.set_config_option(request, responder, cx);
+                    Ok(())
+                }
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        // Last: every request no handler above took, answered with a
+        // sentence that names the method.
+        .on_receive_request(
+            async move |request: UntypedMessage, responder, _cx| {
+                tracing::info!(method = %request.method, "a request for a method this agent does not serve");
+                responder.respond_with_error(requests::method_not_found(&request.method))
             },
             agent_client_protocol::on_receive_request!(),
         )

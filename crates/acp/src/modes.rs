@@ -37,10 +37,11 @@ pub enum Gate {
 pub enum Effect {
     /// Reads only (a file read, a job's output, a read-only tool).
     Read,
-    /// Writes or edits a file inside the session's directory.
+    /// Writes or edits a file inside the session's directories (`cwd` and
+    /// its additional directories).
     EditInCwd,
     /// Runs a command; `inside_cwd` is whether its working directory is
-    /// inside the session's directory.
+    /// inside the session's directories.
     Command { inside_cwd: bool },
     /// Another tool that may change something.
     Other,
@@ -61,7 +62,7 @@ impl Mode {
         ALL.into_iter().find(|mode| mode.id() == id)
     }
 
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Mode::Ask => "Ask",
             Mode::Auto => "Auto in project",
@@ -69,7 +70,7 @@ impl Mode {
         }
     }
 
-    fn description(self) -> &'static str {
+    pub fn description(self) -> &'static str {
         match self {
             Mode::Ask => "Asks before every file write or edit, every command, and every tool that may change something.",
             Mode::Auto => "Writes and edits files and runs commands inside the session's directory without asking; other tools that may change something still ask.",

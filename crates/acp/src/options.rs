@@ -1,7 +1,10 @@
 //! What `switchboard acp` is configured with.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use crate::models::ModelEntry;
 
 /// Everything the front needs to run.
 #[derive(Debug, Clone)]
@@ -9,7 +12,11 @@ pub struct AcpOptions {
     /// The hub directory: where `hub.json` is read from and the session
     /// store lives (`<hub_dir>/acp/sessions.sqlite3`).
     pub hub_dir: PathBuf,
+    /// The default model (value `default` of the `model` config option).
     pub model: ModelOptions,
+    /// More models sessions may switch to: the config file's
+    /// `[acp.models.NAME]` entries, by name.
+    pub models: BTreeMap<String, ModelEntry>,
     pub limits: FrontLimits,
     /// The `switchboard` binary: jobs and MCP servers run under its guard
     /// subcommand ([`crate::guard`]).

@@ -1,6 +1,7 @@
 //! One session's record: its agent (the conversation the model sees and the
-//! "always" permission answers), its in-flight prompt, its pending
-//! permission requests and its cancellation.
+//! "always" permission answers), its settings (mode and model, stored with
+//! it), its directories, its in-flight prompt, its pending permission
+//! requests and its cancellation.
 //!
 //! Invariants, all kept under the one `state` lock (never held across an
 //! await):
@@ -10,7 +11,7 @@
 //! - cancelling settles exactly this session's pending permission requests.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use switchboard_tools::consumer::ToolTable;
 
 use crate::mcp::SessionServers;
 use crate::modes::Mode;
+use crate::tools::paths::Roots;
 
 /// What the user answered "always" to, for one tool in this session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +39,24 @@ pub enum TurnRefused {
     Busy,
     #[error("the session is closing")]
     Closing,
+}
+
+/// What a session is set to: its config options. Stored with the session
+/// and brought back by `session/load` and `session/resume`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub mode: Mode,
+    /// The id of its model in the front's [`crate::models::ModelCatalog`].
+    pub model: String,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mode: Mode::default(),
+            model: crate::models::DEFAULT_MODEL.into(),
+        }
+    }
 }
 
 /// The right to run one turn, handed out by [`Session::begin_turn`].
@@ -66,13 +86,14 @@ struct SessionState {
     pending_permissions: HashMap<u64, oneshot::Sender<()>>,
     next_permission: u64,
     remembered: HashMap<String, Remembered>,
-    mode: Mode,
+    settings: Settings,
     closing: bool,
 }
 
 pub struct Session {
     pub id: String,
-    pub cwd: PathBuf,
+    /// `cwd` and the additional directories the file tools may reach.
+    pub roots: Roots,
     state: Mutex<SessionState>,
     /// The session's own MCP servers, once started.
     servers: Mutex<Option<Arc<SessionServers>>>,
@@ -84,16 +105,22 @@ impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Session")
             .field("id", &self.id)
-            .field("cwd", &self.cwd)
+            .field("roots", &self.roots)
             .finish_non_exhaustive()
     }
 }
 
 impl Session {
-    pub fn new(id: String, cwd: PathBuf, history: Vec<Value>, next_turn_number: u64) -> Arc<Self> {
+    pub fn new(
+        id: String,
+        roots: Roots,
+        settings: Settings,
+        history: Vec<Value>,
+        next_turn_number: u64,
+    ) -> Arc<Self> {
         Arc::new(Session {
             id,
-            cwd,
+            roots,
             state: Mutex::new(SessionState {
                 next_generation: 1,
                 next_turn_number,
@@ -102,7 +129,7 @@ impl Session {
                 pending_permissions: HashMap::new(),
                 next_permission: 0,
                 remembered: HashMap::new(),
-                mode: Mode::default(),
+                settings,
                 closing: false,
             }),
             servers: Mutex::new(None),
@@ -132,7 +159,7 @@ impl Session {
     }
 
     pub fn cwd(&self) -> &Path {
-        &self.cwd
+        &self.roots.cwd
     }
 
     /// Claims the in-flight slot for a new turn.
@@ -238,12 +265,27 @@ impl Session {
     }
 
     pub fn mode(&self) -> Mode {
-        self.state.lock().mode
+        self.state.lock().settings.mode
     }
 
-    /// Switches this session's mode; the next tool call is gated by it.
-    pub fn set_mode(&self, mode: Mode) {
-        self.state.lock().mode = mode;
+    pub fn settings(&self) -> Settings {
+        self.state.lock().settings.clone()
+    }
+
+    /// Switches this session's mode (the next tool call is gated by it);
+    /// returns the settings as they now are.
+    pub fn set_mode(&self, mode: Mode) -> Settings {
+        let mut state = self.state.lock();
+        state.settings.mode = mode;
+        state.settings.clone()
+    }
+
+    /// Switches this session's model (its next prompt uses it); returns the
+    /// settings as they now are.
+    pub fn set_model(&self, model: &str) -> Settings {
+        let mut state = self.state.lock();
+        state.settings.model = model.to_owned();
+        state.settings.clone()
     }
 
     pub fn remember(&self, tool: &str, answer: Remembered) {
@@ -258,7 +300,13 @@ mod tests {
 
     #[test]
     fn a_stale_generation_neither_commits_nor_frees_the_slot() {
-        let session = Session::new("s".into(), "/".into(), Vec::new(), 0);
+        let session = Session::new(
+            "s".into(),
+            Roots::cwd_only("/"),
+            Settings::default(),
+            Vec::new(),
+            0,
+        );
         let first = session.begin_turn().unwrap();
         assert_eq!(session.begin_turn().unwrap_err(), TurnRefused::Busy);
         session.cancel();
@@ -276,8 +324,20 @@ mod tests {
 
     #[test]
     fn cancel_settles_only_this_sessions_permissions() {
-        let a = Session::new("a".into(), "/".into(), Vec::new(), 0);
-        let b = Session::new("b".into(), "/".into(), Vec::new(), 0);
+        let a = Session::new(
+            "a".into(),
+            Roots::cwd_only("/"),
+            Settings::default(),
+            Vec::new(),
+            0,
+        );
+        let b = Session::new(
+            "b".into(),
+            Roots::cwd_only("/"),
+            Settings::default(),
+            Vec::new(),
+            0,
+        );
         let (_, mut a_settled) = a.register_permission();
         let (_, mut b_settled) = b.register_permission();
         assert_eq!(a.cancel(), 1);

@@ -231,7 +231,13 @@ mod tests {
     use super::*;
 
     fn session(id: &str) -> Arc<Session> {
-        Session::new(id.into(), "/".into(), Vec::new(), 0)
+        Session::new(
+            id.into(),
+            crate::tools::paths::Roots::cwd_only("/"),
+            crate::session::Settings::default(),
+            Vec::new(),
+            0,
+        )
     }
 
     #[test]

@@ -70,14 +70,28 @@ impl TurnContext {
     }
 
     fn system_message(&self) -> Value {
+        let roots = &self.session.roots;
+        let more = if roots.additional.is_empty() {
+            String::new()
+        } else {
+            let dirs: Vec<String> = roots
+                .additional
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            format!(
+                " The file tools also reach these directories: {}.",
+                dirs.join(", ")
+            )
+        };
         json!({
             "role": "system",
             "content": format!(
                 "You are a coding agent running inside Switchboard. The user's working \
-                 directory is {}. Use the tools when they help: read_file, write_file and \
-                 edit_file for files in that directory; start commands with job_start and \
+                 directory is {}.{more} Use the tools when they help: read_file, write_file \
+                 and edit_file for files in that directory; start commands with job_start and \
                  read them with job_output.",
-                self.session.cwd().display()
+                roots.cwd.display()
             ),
         })
     }
@@ -438,7 +452,7 @@ async fn run_tool_call(
     let gate = ctx
         .session
         .mode()
-        .gate(tool.effect(&arguments, ctx.session.cwd()));
+        .gate(tool.effect(&arguments, &ctx.session.roots));
     let asked = match gate {
         Gate::Allow => Decision::Allow,
         Gate::Refuse(reason) => Decision::Reject(reason),

@@ -1,6 +1,7 @@
 //! `switchboard acp`: an ACP agent on stdio for editors such as Zed, whose
 //! tools are the hub's tool providers. Stdout carries only ACP messages.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -23,8 +24,15 @@ pub struct AcpArgs {
     #[arg(long, value_name = "URL")]
     model_url: String,
     /// The model name sent with every request (e.g. gpt-4.1, deepseek-chat).
+    /// This is the default model of every session (the value "default" of
+    /// its model config option).
     #[arg(long, value_name = "NAME")]
     model: String,
+    /// A TOML config file whose [acp.models.NAME] entries (url, model,
+    /// api_key_env) are more models a session may switch to; the hub's
+    /// own config file may hold them (the hub ignores [acp]).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Sessions that may be live at once on one connection.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     max_sessions: u32,
@@ -64,9 +72,14 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
         .filter(|key| !key.is_empty());
     let guard_program =
         std::env::current_exe().context("cannot find the switchboard binary for job guards")?;
+    let models = match &args.config {
+        Some(path) => switchboard_acp::models::read_config(path)?,
+        None => Default::default(),
+    };
     let defaults = FrontLimits::default();
     let options = AcpOptions {
         hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
+        models,
         model: ModelOptions {
             base_url: args.model_url,
             model: args.model,

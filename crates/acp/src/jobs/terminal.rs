@@ -122,7 +122,7 @@ where
 {
     crate::editor::ask(cx, request)
         .await
-        .map_err(JobError::Terminal)
+        .map_err(|error| JobError::Terminal(error.to_string()))
 }
 
 /// An exit status as the editor reports it; a signal by name (`SIGKILL`,

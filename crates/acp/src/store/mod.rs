@@ -12,6 +12,10 @@
 //! stop reason or error). A turn counts only once its `turn_end` is stored,
 //! so a process killed mid-turn leaves a log that loads back to its last
 //! complete turn.
+//!
+//! Beside its log, each session row holds the session's settings (its mode
+//! and model) and its additional directories. A row written by schema 1,
+//! before settings were kept, has none: it loads in the safest mode.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -24,8 +28,9 @@ use tokio::sync::oneshot;
 
 mod worker;
 
-/// The schema this code writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+/// The schema this code writes (`PRAGMA user_version`): 2 added the
+/// settings and additional directories to `sessions`.
+const SCHEMA_VERSION: i64 = 2;
 /// How many sessions one `session/list` page holds.
 pub const LIST_PAGE: usize = 50;
 
@@ -106,10 +111,19 @@ pub struct StoredTurn {
     pub messages: Vec<Value>,
 }
 
+/// A session's settings as stored: its mode's and model's ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredSettings {
+    pub mode: String,
+    pub model: String,
+}
+
 /// A session's log, cut at its last complete turn.
 #[derive(Debug, Clone)]
 pub struct StoredSession {
     pub cwd: PathBuf,
+    /// `None` for a session stored before settings were kept (schema 1).
+    pub settings: Option<StoredSettings>,
     pub turns: Vec<StoredTurn>,
     /// The number the next turn gets: above every turn in the log, complete
     /// or not, so a resumed session never reuses an abandoned turn's number.
@@ -124,6 +138,8 @@ pub struct SessionSummary {
     pub title: Option<String>,
     /// RFC 3339, UTC.
     pub updated_at: String,
+    /// The additional directories it was last opened with.
+    pub additional_directories: Vec<PathBuf>,
 }
 
 type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
@@ -132,11 +148,19 @@ enum Command {
     CreateSession {
         id: String,
         cwd: PathBuf,
+        additional: Vec<PathBuf>,
+        settings: StoredSettings,
         reply: Reply<()>,
     },
-    SetCwd {
+    SetRoots {
         id: String,
         cwd: PathBuf,
+        additional: Vec<PathBuf>,
+    },
+    SetSettings {
+        id: String,
+        settings: StoredSettings,
+        reply: Reply<()>,
     },
     Append(Event),
     Sync {
@@ -205,23 +229,56 @@ impl Store {
     }
 
     /// Records a new session (durable when this returns).
-    pub async fn create_session(&self, id: &str, cwd: &Path) -> Result<(), StoreError> {
-        let (id, cwd) = (id.to_owned(), cwd.to_path_buf());
-        self.ask(|reply| Command::CreateSession { id, cwd, reply })
-            .await
+    pub async fn create_session(
+        &self,
+        id: &str,
+        cwd: &Path,
+        additional: &[PathBuf],
+        settings: StoredSettings,
+    ) -> Result<(), StoreError> {
+        let (id, cwd, additional) = (id.to_owned(), cwd.to_path_buf(), additional.to_vec());
+        self.ask(|reply| Command::CreateSession {
+            id,
+            cwd,
+            additional,
+            settings,
+            reply,
+        })
+        .await
     }
 
-    /// Records the working directory a loaded session now uses.
-    pub fn set_cwd(&self, id: &str, cwd: &Path) {
-        let command = Command::SetCwd {
+    /// Records the directories a loaded or resumed session now uses.
+    pub fn set_roots(&self, id: &str, cwd: &Path, additional: &[PathBuf]) {
+        let command = Command::SetRoots {
             id: id.to_owned(),
             cwd: cwd.to_path_buf(),
+            additional: additional.to_vec(),
         };
         if self.send(command).is_err() {
             tracing::warn!(
                 session = id,
-                "session store closed; cwd change not recorded"
+                "session store closed; directories not recorded"
             );
+        }
+    }
+
+    /// Records a session's settings. The command is queued now (so changes
+    /// are stored in the order they were made); the returned future says
+    /// when it is committed.
+    pub fn set_settings(
+        &self,
+        id: &str,
+        settings: StoredSettings,
+    ) -> impl std::future::Future<Output = Result<(), StoreError>> + Send + 'static {
+        let (reply, answer) = oneshot::channel();
+        let sent = self.send(Command::SetSettings {
+            id: id.to_owned(),
+            settings,
+            reply,
+        });
+        async move {
+            sent?;
+            answer.await.map_err(|_| StoreError::Closed)?
         }
     }
 

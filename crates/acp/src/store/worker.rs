@@ -11,8 +11,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use super::{
-    Command, Event, EventKind, SessionSummary, StoreError, StoredSession, StoredTurn, LIST_PAGE,
-    SCHEMA_VERSION,
+    Command, Event, EventKind, SessionSummary, StoreError, StoredSession, StoredSettings,
+    StoredTurn, LIST_PAGE, SCHEMA_VERSION,
 };
 
 /// How long a writer waits for another process holding the file's lock.
@@ -56,6 +56,30 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     connection
         .pragma_update(None, "synchronous", "NORMAL")
         .map_err(open_error)?;
+    // One writer at a time, from the version check to the migration's
+    // commit: two fronts opening an old store at once migrate it once.
+    connection
+        .execute_batch("BEGIN IMMEDIATE")
+        .map_err(open_error)?;
+    let migrated = migrate(&connection, path);
+    let end = if migrated.is_ok() {
+        "COMMIT"
+    } else {
+        "ROLLBACK"
+    };
+    connection.execute_batch(end).map_err(open_error)?;
+    migrated?;
+    Ok(connection)
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`], inside the caller's
+/// transaction. Version 1 rows keep `mode` and `model` NULL: they were
+/// stored before settings were kept.
+fn migrate(connection: &Connection, path: &Path) -> Result<(), StoreError> {
+    let open_error = |error| StoreError::Open {
+        path: path.to_path_buf(),
+        error,
+    };
     let version: i64 = connection
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .map_err(open_error)?;
@@ -67,8 +91,7 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
     }
     connection
         .execute_batch(
-            "BEGIN;
-             CREATE TABLE IF NOT EXISTS sessions (
+            "CREATE TABLE IF NOT EXISTS sessions (
                  session_id TEXT PRIMARY KEY,
                  cwd        TEXT NOT NULL,
                  title      TEXT,
@@ -84,12 +107,41 @@ fn open_connection(path: &Path) -> Result<Connection, StoreError> {
                  at         INTEGER NOT NULL
              );
              CREATE INDEX IF NOT EXISTS events_by_session ON events(session_id, seq);
-             CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at, session_id);
-             PRAGMA user_version = 1;
-             COMMIT;",
+             CREATE INDEX IF NOT EXISTS sessions_by_update ON sessions(updated_at, session_id);",
         )
         .map_err(open_error)?;
-    Ok(connection)
+    if version < 2 {
+        connection
+            .execute_batch(
+                "ALTER TABLE sessions ADD COLUMN mode TEXT;
+                 ALTER TABLE sessions ADD COLUMN model TEXT;
+                 ALTER TABLE sessions ADD COLUMN additional_directories TEXT;",
+            )
+            .map_err(open_error)?;
+    }
+    connection
+        .pragma_update(None, "user_version", SCHEMA_VERSION)
+        .map_err(open_error)?;
+    Ok(())
+}
+
+/// Directories as stored: a JSON array of strings.
+fn directories_json(directories: &[PathBuf]) -> String {
+    Value::from(
+        directories
+            .iter()
+            .map(|d| Value::String(d.to_string_lossy().into_owned()))
+            .collect::<Vec<_>>(),
+    )
+    .to_string()
+}
+
+fn directories_from(text: Option<String>) -> Vec<PathBuf> {
+    text.and_then(|text| serde_json::from_str::<Vec<String>>(&text).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(PathBuf::from)
+        .collect()
 }
 
 fn now_ms() -> i64 {
@@ -129,26 +181,60 @@ impl Worker {
                         self.failed_since_sync.get_or_insert(error.to_string());
                     }
                 }
-                Command::CreateSession { id, cwd, reply } => {
+                Command::CreateSession {
+                    id,
+                    cwd,
+                    additional,
+                    settings,
+                    reply,
+                } => {
                     let now = now_ms();
                     let result = self
                         .connection
                         .execute(
-                            "INSERT INTO sessions (session_id, cwd, created_at, updated_at)
-                             VALUES (?1, ?2, ?3, ?3)",
-                            params![id, cwd.to_string_lossy(), now],
+                            "INSERT INTO sessions (session_id, cwd, created_at, updated_at,
+                                                   mode, model, additional_directories)
+                             VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6)",
+                            params![
+                                id,
+                                cwd.to_string_lossy(),
+                                now,
+                                settings.mode,
+                                settings.model,
+                                directories_json(&additional)
+                            ],
                         )
                         .map(|_| ())
                         .map_err(StoreError::from);
                     let _ = reply.send(result);
                 }
-                Command::SetCwd { id, cwd } => {
+                Command::SetRoots {
+                    id,
+                    cwd,
+                    additional,
+                } => {
                     if let Err(error) = self.connection.execute(
-                        "UPDATE sessions SET cwd = ?2 WHERE session_id = ?1",
-                        params![id, cwd.to_string_lossy()],
+                        "UPDATE sessions SET cwd = ?2, additional_directories = ?3
+                         WHERE session_id = ?1",
+                        params![id, cwd.to_string_lossy(), directories_json(&additional)],
                     ) {
-                        tracing::error!(%error, "cannot record a session's cwd");
+                        tracing::error!(%error, "cannot record a session's directories");
                     }
+                }
+                Command::SetSettings {
+                    id,
+                    settings,
+                    reply,
+                } => {
+                    let result = self
+                        .connection
+                        .execute(
+                            "UPDATE sessions SET mode = ?2, model = ?3 WHERE session_id = ?1",
+                            params![id, settings.mode, settings.model],
+                        )
+                        .map(|_| ())
+                        .map_err(StoreError::from);
+                    let _ = reply.send(result);
                 }
                 Command::Sync { reply } => {
                     let result = match self.failed_since_sync.take() {
@@ -203,16 +289,21 @@ impl Worker {
     }
 
     fn load(&mut self, id: &str) -> Result<Option<StoredSession>, StoreError> {
-        let cwd: Option<String> = self
+        type Row = (String, Option<String>, Option<String>);
+        let row: Option<Row> = self
             .connection
             .query_row(
-                "SELECT cwd FROM sessions WHERE session_id = ?1",
+                "SELECT cwd, mode, model FROM sessions WHERE session_id = ?1",
                 params![id],
-                |row| row.get(0),
+                |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
             )
             .optional()?;
-        let Some(cwd) = cwd else {
+        let Some((cwd, mode, model)) = row else {
             return Ok(None);
+        };
+        let settings = match (mode, model) {
+            (Some(mode), Some(model)) => Some(StoredSettings { mode, model }),
+            _ => None,
         };
         let mut statement = self.connection.prepare_cached(
             "SELECT turn, kind, body FROM events WHERE session_id = ?1 ORDER BY seq",
@@ -265,6 +356,7 @@ impl Worker {
         }
         Ok(Some(StoredSession {
             cwd: PathBuf::from(cwd),
+            settings,
             turns,
             next_turn: (highest_turn + 1) as u64,
         }))
@@ -282,7 +374,8 @@ impl Worker {
         let cwd = cwd.map(|c| c.to_string_lossy().into_owned());
         let mut statement = self.connection.prepare_cached(
             "SELECT session_id, cwd, title, updated_at,
-                    strftime('%Y-%m-%dT%H:%M:%fZ', updated_at / 1000.0, 'unixepoch')
+                    strftime('%Y-%m-%dT%H:%M:%fZ', updated_at / 1000.0, 'unixepoch'),
+                    additional_directories
              FROM sessions
              WHERE (?1 IS NULL OR cwd = ?1)
                AND (updated_at < ?2 OR (updated_at = ?2 AND session_id < ?3) OR ?4)
@@ -305,6 +398,7 @@ impl Worker {
                         cwd: PathBuf::from(row.get::<_, String>(1)?),
                         title: row.get(2)?,
                         updated_at: row.get(4)?,
+                        additional_directories: directories_from(row.get(5)?),
                     },
                     row.get::<_, i64>(3)?,
                 ))

@@ -43,14 +43,14 @@ impl Builtin {
     /// What a call would do, for the mode's gate. `job_start` runs
     /// arbitrary commands; reading and killing only touch jobs this session
     /// already started; writes and edits are confined to the session's
-    /// directory.
-    pub fn effect(self, arguments: &Value, session_cwd: &Path) -> Effect {
+    /// directories.
+    pub fn effect(self, arguments: &Value, roots: &paths::Roots) -> Effect {
         match self {
             Builtin::JobStart => Effect::Command {
                 inside_cwd: arguments
                     .get("cwd")
                     .and_then(Value::as_str)
-                    .is_none_or(|dir| paths::inside(session_cwd, dir)),
+                    .is_none_or(|dir| paths::inside(roots, dir)),
             },
             Builtin::JobOutput | Builtin::JobKill | Builtin::File(FileTool::Read) => Effect::Read,
             Builtin::File(FileTool::Write | FileTool::Edit) => Effect::EditInCwd,

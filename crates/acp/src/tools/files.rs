@@ -1,17 +1,21 @@
 //! The file tools: `read_file`, `write_file`, `edit_file`.
 //!
-//! Every path is confined to the session's directory (`paths.rs`), whoever
-//! does the reading and writing:
+//! Every path is confined to the session's directories (`paths.rs`: its
+//! `cwd` and `additionalDirectories`), whoever does the reading and writing:
 //! - the editor, when it advertises `fs.readTextFile` / `fs.writeTextFile`
 //!   (`fs/read_text_file`, `fs/write_text_file`): the agent sees unsaved
 //!   buffers, and the editor applies the write;
 //! - otherwise the disk.
 //!
+//! An editor's read error counts as "no such file" (so a write may create
+//! the file) only when the editor says so ([`EditorError::is_not_found`]);
+//! any other error fails the call with the editor's message.
+//!
 //! A write or an edit is planned first ([`plan`]: the old text read, the
 //! new text computed), so the permission request and the tool call show
 //! the diff before anything is written; [`apply`] then writes it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use agent_client_protocol::v1::schema::{
     ClientCapabilities, ReadTextFileRequest, ToolCallLocation, WriteTextFileRequest,
@@ -21,8 +25,8 @@ use agent_client_protocol::Client;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::paths::{confine, Confined};
-use crate::editor::ask;
+use super::paths::{confine, Confined, Roots};
+use crate::editor::{ask, EditorError};
 use crate::model::ToolDefinition;
 
 /// The largest file the tools read or write, in bytes.
@@ -31,7 +35,9 @@ pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 /// Where one session's files are read and written.
 #[derive(Clone)]
 pub struct FileAccess {
-    pub cwd: PathBuf,
+    /// The session's `cwd` (the base of relative paths) and additional
+    /// directories.
+    pub roots: Roots,
     pub session_id: String,
     pub cx: ConnectionTo<Client>,
     /// The editor answers `fs/read_text_file`.
@@ -44,11 +50,11 @@ impl FileAccess {
     pub fn new(
         cx: ConnectionTo<Client>,
         session_id: &str,
-        cwd: &Path,
+        roots: Roots,
         client: &ClientCapabilities,
     ) -> Self {
         FileAccess {
-            cwd: cwd.to_path_buf(),
+            roots,
             session_id: session_id.to_owned(),
             cx,
             editor_reads: client.fs.read_text_file,
@@ -188,7 +194,7 @@ pub async fn plan(access: &FileAccess, tool: FileTool, args: &Value) -> Result<F
     match tool {
         FileTool::Read => {
             let args: ReadArgs = arguments(args)?;
-            let path = confine(&access.cwd, &args.path)?;
+            let path = confine(&access.roots, &args.path)?;
             let text = read(access, &path)
                 .await?
                 .ok_or_else(|| format!("{} does not exist", path.shown.display()))?;
@@ -201,7 +207,7 @@ pub async fn plan(access: &FileAccess, tool: FileTool, args: &Value) -> Result<F
         FileTool::Write => {
             let args: WriteArgs = arguments(args)?;
             check_size(&args.path, args.content.len())?;
-            let path = confine(&access.cwd, &args.path)?;
+            let path = confine(&access.roots, &args.path)?;
             let old = read(access, &path).await?;
             Ok(FilePlan::Write {
                 path,
@@ -212,7 +218,7 @@ pub async fn plan(access: &FileAccess, tool: FileTool, args: &Value) -> Result<F
         }
         FileTool::Edit => {
             let args: EditArgs = arguments(args)?;
-            let path = confine(&access.cwd, &args.path)?;
+            let path = confine(&access.roots, &args.path)?;
             let old = read(access, &path)
                 .await?
                 .ok_or_else(|| format!("{} does not exist", path.shown.display()))?;
@@ -237,7 +243,9 @@ pub async fn apply(access: &FileAccess, plan: &FilePlan) -> Result<String, Strin
     if access.editor_writes {
         let request =
             WriteTextFileRequest::new(access.session_id.clone(), path.shown.clone(), new.clone());
-        ask(&access.cx, request).await?;
+        ask(&access.cx, request)
+            .await
+            .map_err(|error| error.to_string())?;
     } else {
         if let Some(parent) = path.real.parent() {
             std::fs::create_dir_all(parent)
@@ -283,13 +291,14 @@ async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, St
         Err(error) => return Err(format!("cannot read {shown}: {error}")),
     };
     let text = if access.editor_reads {
-        // The editor may hold a buffer for a file not saved yet; a file it
-        // cannot read does not exist for it.
+        // The editor may hold a buffer for a file not saved yet. Only its
+        // "not found" makes a file new; any other error (a file it cannot
+        // read, an internal failure) is not a licence to overwrite.
         let request = ReadTextFileRequest::new(access.session_id.clone(), path.shown.clone());
         match ask(&access.cx, request).await {
             Ok(answer) => answer.content,
-            Err(_) if !on_disk => return Ok(None),
-            Err(error) => return Err(error),
+            Err(error) if error.is_not_found() && !on_disk => return Ok(None),
+            Err(error) => return Err(read_failed(&shown, &error)),
         }
     } else {
         if !on_disk {
@@ -309,6 +318,10 @@ async fn read(access: &FileAccess, path: &Confined) -> Result<Option<String>, St
         return Err(binary(&shown));
     }
     Ok(Some(text))
+}
+
+fn read_failed(shown: &impl std::fmt::Display, error: &EditorError) -> String {
+    format!("cannot read {shown} through the editor: {error}")
 }
 
 fn binary(shown: &impl std::fmt::Display) -> String {

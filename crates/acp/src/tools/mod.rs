@@ -13,7 +13,6 @@ pub mod call;
 pub mod files;
 pub mod paths;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{ContentBlock, ToolCallContent, ToolKind};
@@ -41,9 +40,9 @@ impl ResolvedTool {
     /// What a call would do, for the session mode's gate: a tool of the hub
     /// or of a session MCP server only reads if annotated
     /// `readOnlyHint: true`.
-    pub fn effect(&self, arguments: &Value, session_cwd: &Path) -> Effect {
+    pub fn effect(&self, arguments: &Value, roots: &paths::Roots) -> Effect {
         match self {
-            ResolvedTool::Builtin(tool) => tool.effect(arguments, session_cwd),
+            ResolvedTool::Builtin(tool) => tool.effect(arguments, roots),
             ResolvedTool::Hub(tool) if tool.read_only() => Effect::Read,
             ResolvedTool::Hub(_) => Effect::Other,
         }

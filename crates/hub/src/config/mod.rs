@@ -30,6 +30,10 @@
 //! credentials = "laptop.creds"                  # relative to this file
 //! tls_ca = "ca.pem"
 //! serviceTtlMs = 15000
+//!
+//! [acp.models.fast]                             # read by `switchboard acp --config`,
+//! url = "http://127.0.0.1:11434/v1"             # which checks it; the hub does not
+//! model = "qwen2.5-coder:7b"
 //! ```
 //!
 //! Unknown keys are errors, so a typo never silently weakens the policy.
@@ -97,6 +101,11 @@ struct File {
     #[serde(default)]
     modules: BTreeMap<String, toml::Spanned<ModuleSection>>,
     federation: Option<FederationSection>,
+    /// `switchboard acp`'s section (`crates/acp`, `models.rs`), so one file
+    /// can serve both; that command reads and checks it, the hub does not.
+    #[serde(default)]
+    #[allow(dead_code)]
+    acp: Option<toml::Table>,
 }
 
 /// `[federation]`, read here so that a typo is an error like anywhere else

@@ -265,3 +265,18 @@ fn a_short_token_or_a_token_file_others_can_read_is_refused_with_the_fix() {
         .authenticate(Some("a-token-of-32-bytes-0123456789ab"))
         .is_some());
 }
+
+#[test]
+fn an_acp_section_is_left_to_switchboard_acp() {
+    let config = parse(
+        r#"
+        [limits]
+        maxConnections = 7
+        [acp.models.fast]
+        url = "http://127.0.0.1:11434/v1"
+        model = "small"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.limits.max_connections, 7);
+}

@@ -233,3 +233,62 @@ async fn with_fs_the_file_tools_go_through_the_editor() {
     assert!(escaped.text.contains("is outside the session's directory"));
     assert_eq!(editor.client.calls("fs/write_text_file").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_editor_read_error_fails_the_call_and_writes_nothing() {
+    let h = Harness::start().await;
+    let editor = h
+        .editor_with_caps(
+            EditorCaps {
+                fs: true,
+                terminal: false,
+            },
+            &[],
+        )
+        .await;
+    let session = editor.new_session(&h.workdir).await;
+    let file = h.workdir.join("new.txt");
+    editor
+        .client
+        .fail_reads(Some(agent_client_protocol::Error::new(
+            agent_client_protocol::ErrorCode::INTERNAL_ERROR,
+            "the buffer store is unavailable",
+        )));
+
+    let write = run_tool(
+        &h,
+        &editor,
+        &session,
+        "write while reads fail",
+        "write_file",
+        json!({"path": "new.txt", "content": "fresh"}),
+        false,
+    )
+    .await;
+    assert_eq!(write.statuses.last(), Some(&ToolCallStatus::Failed));
+    assert!(
+        write.text.contains("the buffer store is unavailable"),
+        "{}",
+        write.text
+    );
+    assert!(told_model(&h, "write while reads fail").contains("the buffer store is unavailable"));
+    assert!(editor.client.calls("fs/write_text_file").is_empty());
+    assert!(editor.client.buffer(&file).is_none());
+    assert!(!file.exists());
+
+    // The editor's "not found" (-32002) is what makes a file new.
+    editor.client.fail_reads(None);
+    let created = run_tool(
+        &h,
+        &editor,
+        &session,
+        "write when it is missing",
+        "write_file",
+        json!({"path": "new.txt", "content": "fresh"}),
+        true,
+    )
+    .await;
+    assert_eq!(created.statuses.last(), Some(&ToolCallStatus::Completed));
+    assert!(created.text.starts_with("created "), "{}", created.text);
+    assert_eq!(editor.client.buffer(&file).as_deref(), Some("fresh"));
+}

@@ -8,12 +8,16 @@
 mod support;
 
 mod concurrency;
+mod directories;
 mod files;
 mod jobs;
+mod js;
 mod mcp_servers;
 mod model;
 mod modes;
 mod permissions;
 mod requests;
+mod resume;
+mod settings;
 mod store;
 mod terminals;

@@ -100,3 +100,46 @@ async fn live_sessions_are_bounded() {
         .expect_err("a closed session");
     assert_eq!(closed.code, ErrorCode::RESOURCE_NOT_FOUND);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_methods_and_malformed_params_are_named_in_their_errors() {
+    let h = Harness::start().await;
+    let editor = h.editor().await;
+    let untyped = |method: &str, params: serde_json::Value| {
+        agent_client_protocol::UntypedMessage::new(method, params).expect("an untyped request")
+    };
+    for method in ["session/foo", "session/delete", "authenticate"] {
+        let error = editor
+            .request(untyped(method, serde_json::json!({"sessionId": "sess_x"})))
+            .await
+            .expect_err(method);
+        assert_eq!(error.code, ErrorCode::METHOD_NOT_FOUND, "{method}");
+        assert_eq!(error.message, format!("method not found: {method}"));
+    }
+    let error = editor
+        .request(untyped("session/prompt", serde_json::json!({"prompt": []})))
+        .await
+        .expect_err("a prompt without a session");
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    assert_eq!(
+        error.message,
+        "invalid params for session/prompt: missing field `sessionId`"
+    );
+    let error = editor
+        .request(untyped(
+            "session/set_config_option",
+            serde_json::json!({"sessionId": "sess_x", "configId": "model"}),
+        ))
+        .await
+        .expect_err("an option without a value");
+    assert_eq!(error.code, ErrorCode::INVALID_PARAMS);
+    assert!(
+        error
+            .message
+            .starts_with("invalid params for session/set_config_option: "),
+        "{}",
+        error.message
+    );
+    // The connection still serves.
+    editor.new_session(&h.workdir).await;
+}

@@ -40,10 +40,21 @@ pub struct ClientSide {
     terminals: Mutex<HashMap<String, Arc<Terminal>>>,
     /// `(method, sessionId, path or terminal id)` of every request.
     calls: Mutex<Vec<(String, String, String)>>,
+    /// When set, every `fs/read_text_file` fails with this error.
+    failing_reads: Mutex<Option<Error>>,
 }
 
 fn not_found(what: String) -> Error {
     Error::new(agent_client_protocol::ErrorCode::INVALID_PARAMS, what)
+}
+
+/// A file the editor has neither open nor on disk: ACP's resource-not-found,
+/// as the official TypeScript SDK's `RequestError.resourceNotFound` sends it.
+fn no_such_file(path: &std::path::Path) -> Error {
+    Error::new(
+        agent_client_protocol::ErrorCode::RESOURCE_NOT_FOUND,
+        format!("Resource not found: {}", path.display()),
+    )
 }
 
 impl ClientSide {
@@ -71,6 +82,12 @@ impl ClientSide {
         self.buffers.lock().unwrap().insert(path, text.to_owned());
     }
 
+    /// Makes every later `fs/read_text_file` fail with `error` (`None`:
+    /// read again).
+    pub fn fail_reads(&self, error: Option<Error>) {
+        *self.failing_reads.lock().unwrap() = error;
+    }
+
     pub fn buffer(&self, path: &std::path::Path) -> Option<String> {
         self.buffers.lock().unwrap().get(path).cloned()
     }
@@ -84,12 +101,18 @@ impl ClientSide {
             &request.session_id.0,
             &request.path.display().to_string(),
         );
+        if let Some(error) = self.failing_reads.lock().unwrap().clone() {
+            return Err(error);
+        }
         if let Some(text) = self.buffer(&request.path) {
             return Ok(ReadTextFileResponse::new(text));
         }
         std::fs::read_to_string(&request.path)
             .map(ReadTextFileResponse::new)
-            .map_err(|error| not_found(format!("{}: {error}", request.path.display())))
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => no_such_file(&request.path),
+                _ => not_found(format!("{}: {error}", request.path.display())),
+            })
     }
 
     pub fn write_text_file(

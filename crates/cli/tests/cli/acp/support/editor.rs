@@ -17,9 +17,10 @@ use agent_client_protocol::v1::schema::{
     InitializeResponse, KillTerminalRequest, ListSessionsRequest, ListSessionsResponse,
     LoadSessionRequest, LoadSessionResponse, NewSessionRequest, NewSessionResponse, PromptRequest,
     PromptResponse, ReadTextFileRequest, ReleaseTerminalRequest, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, TerminalOutputRequest, ToolCallContent, ToolCallStatus,
-    WaitForTerminalExitRequest, WriteTextFileRequest,
+    RequestPermissionRequest, RequestPermissionResponse, ResumeSessionRequest,
+    ResumeSessionResponse, SelectedPermissionOutcome, SessionNotification, SessionUpdate,
+    SetSessionConfigOptionRequest, SetSessionConfigOptionResponse, TerminalOutputRequest,
+    ToolCallContent, ToolCallStatus, WaitForTerminalExitRequest, WriteTextFileRequest,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Agent, Client, Error, JsonRpcRequest, Lines};
@@ -343,6 +344,30 @@ impl Editor {
             .await
     }
 
+    pub async fn resume_session(
+        &self,
+        id: &str,
+        cwd: &Path,
+    ) -> Result<ResumeSessionResponse, Error> {
+        self.request(ResumeSessionRequest::new(id.to_owned(), cwd))
+            .await
+    }
+
+    /// `session/set_config_option` with a value id.
+    pub async fn set_option(
+        &self,
+        id: &str,
+        option: &str,
+        value: &str,
+    ) -> Result<SetSessionConfigOptionResponse, Error> {
+        self.request(SetSessionConfigOptionRequest::new(
+            id.to_owned(),
+            option.to_owned(),
+            value,
+        ))
+        .await
+    }
+
     pub async fn close_session(&self, id: &str) -> Result<CloseSessionResponse, Error> {
         self.request(CloseSessionRequest::new(id.to_owned())).await
     }
@@ -385,6 +410,16 @@ impl Editor {
             .await
             .expect("no permission request arrived")
             .expect("connection alive")
+    }
+
+    /// The next permission request, however long it takes (for a caller
+    /// that bounds the wait itself).
+    pub async fn next_permission_unbounded(&self) -> Permission {
+        let mut permissions = self.permissions.lock().await;
+        match permissions.recv().await {
+            Some(permission) => permission,
+            None => std::future::pending().await,
+        }
     }
 
     /// A permission request that already arrived, if any.

@@ -69,6 +69,24 @@ impl Harness {
         self.hub.path(name)
     }
 
+    /// Writes a config file whose `[acp.models.NAME]` entries are `models`
+    /// (`(name, url, api_key_env)`, model `<name>-model`) and returns its
+    /// path, for `--config`.
+    pub fn models_config(&self, models: &[(&str, &str, Option<&str>)]) -> PathBuf {
+        let mut text = String::from("# the hub's sections would be here too\n");
+        for (name, url, key) in models {
+            text.push_str(&format!(
+                "[acp.models.{name}]\nurl = \"{url}\"\nmodel = \"{name}-model\"\n"
+            ));
+            if let Some(var) = key {
+                text.push_str(&format!("api_key_env = \"{var}\"\n"));
+            }
+        }
+        let path = self.path("switchboard.toml");
+        std::fs::write(&path, text).expect("write the config file");
+        path
+    }
+
     /// A `switchboard acp` on this hub and model server, initialized.
     pub async fn editor(&self) -> Editor {
         self.editor_with(&[]).await
@@ -180,4 +198,49 @@ pub async fn run_one_tool(
     editor::tool_calls(&editor.updates(session))
         .pop()
         .expect("the tool call")
+}
+
+/// Sends a prompt and answers every permission request it raises with
+/// "always allow" (as a client run with an approve-all policy does);
+/// returns the answer and how many requests came.
+pub async fn prompt_approving_all(
+    editor: &Editor,
+    session: &str,
+    text: &str,
+) -> (
+    Result<agent_client_protocol::v1::schema::PromptResponse, agent_client_protocol::Error>,
+    usize,
+) {
+    let mut answer = editor.prompt(session, text);
+    let mut asked = 0;
+    let settled = tokio::time::timeout(WAIT, async {
+        loop {
+            tokio::select! {
+                settled = &mut answer => return settled.expect("prompt task"),
+                permission = editor.next_permission_unbounded() => {
+                    asked += 1;
+                    permission.answer("allow_always");
+                }
+            }
+        }
+    })
+    .await
+    .expect("the prompt was not answered in time");
+    (settled, asked)
+}
+
+/// The current value of config option `id` in `options`.
+pub fn option_value(
+    options: &[agent_client_protocol::v1::schema::SessionConfigOption],
+    id: &str,
+) -> String {
+    use agent_client_protocol::v1::schema::SessionConfigKind;
+    let option = options
+        .iter()
+        .find(|option| &*option.id.0 == id)
+        .unwrap_or_else(|| panic!("no config option {id:?} in {options:#?}"));
+    match &option.kind {
+        SessionConfigKind::Select(select) => select.current_value.0.to_string(),
+        other => panic!("config option {id:?} is not a select: {other:?}"),
+    }
 }

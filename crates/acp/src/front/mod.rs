@@ -8,6 +8,14 @@
 //! are plain tokio tasks tracked here, not connection tasks: a failure in one
 //! session is answered to that session's request and can never shut the
 //! connection down.
+//!
+//! Opening sessions (`session/new`, `load`, `resume`) is in `open.rs`; a
+//! session's settings (`set_mode`, `set_config_option`) in `settings.rs`.
+
+mod open;
+mod settings;
+
+pub use settings::{MODEL_OPTION, MODE_OPTION};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,12 +24,11 @@ use std::time::Duration;
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
     self as acp, AgentCapabilities, CancelNotification, ClientCapabilities, CloseSessionRequest,
-    CloseSessionResponse, ContentBlock, ContentChunk, CurrentModeUpdate, Implementation,
-    InitializeRequest, InitializeResponse, ListSessionsRequest, ListSessionsResponse,
-    LoadSessionResponse, McpCapabilities, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, SessionCapabilities, SessionCloseCapabilities, SessionInfo,
-    SessionListCapabilities, SessionNotification, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse, StopReason,
+    CloseSessionResponse, ContentBlock, ContentChunk, Implementation, InitializeRequest,
+    InitializeResponse, ListSessionsRequest, ListSessionsResponse, McpCapabilities,
+    PromptCapabilities, PromptRequest, PromptResponse, SessionAdditionalDirectoriesCapabilities,
+    SessionCapabilities, SessionCloseCapabilities, SessionInfo, SessionListCapabilities,
+    SessionNotification, SessionResumeCapabilities, SessionUpdate, StopReason,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
@@ -33,13 +40,12 @@ use tokio_util::task::TaskTracker;
 
 use crate::guard::Launcher;
 use crate::jobs::{EditorTerminals, JobExecutor, JobLimits};
-use crate::mcp::{ServerContext, ServerSpec, SessionServers};
-use crate::model::ModelClient;
-use crate::modes::{self, Mode};
+use crate::mcp::ServerContext;
+use crate::models::ModelCatalog;
 use crate::options::{AcpOptions, FrontLimits};
 use crate::output::SessionOutput;
 use crate::prompt;
-use crate::requests::{LoadSession, NewSession, MCP_HTTP};
+use crate::requests::MCP_HTTP;
 use crate::session::{Session, TurnRefused};
 use crate::sessions::{Routes, SessionTable, TableError};
 use crate::store::{EventKind, Store, StoreError};
@@ -67,7 +73,8 @@ pub struct Front {
     sessions: Arc<SessionTable>,
     routes: Arc<Routes>,
     store: Arc<Store>,
-    model: ModelClient,
+    /// The models sessions may use; each session names its own.
+    models: Arc<ModelCatalog>,
     hub: HubTools,
     jobs: Arc<JobExecutor>,
     /// What sessions' MCP servers are started with.
@@ -123,7 +130,7 @@ fn answer<T: agent_client_protocol::JsonRpcResponse>(
 impl Front {
     pub async fn start(options: &AcpOptions) -> Result<Arc<Front>, FrontError> {
         let store = Arc::new(Store::open(&options.store_path()).await?);
-        let model = ModelClient::new(&options.model)?;
+        let models = Arc::new(ModelCatalog::new(&options.model, &options.models)?);
         let limits = Arc::new(options.limits.clone());
         let launcher = Launcher::new(options.guard_program.clone()).map_err(FrontError::Guard)?;
         let jobs = Arc::new(JobExecutor::new(
@@ -149,7 +156,7 @@ impl Front {
                 client_name: "switchboard acp".into(),
             }),
             store,
-            model,
+            models,
             jobs,
             servers,
             limits,
@@ -179,142 +186,17 @@ impl Front {
                     .session_capabilities(
                         SessionCapabilities::new()
                             .list(SessionListCapabilities::new())
-                            .close(SessionCloseCapabilities::new()),
+                            .close(SessionCloseCapabilities::new())
+                            .resume(SessionResumeCapabilities::new())
+                            .additional_directories(
+                                SessionAdditionalDirectoriesCapabilities::new(),
+                            ),
                     ),
             )
             .agent_info(Implementation::new(
                 "switchboard",
                 env!("CARGO_PKG_VERSION"),
             ))
-    }
-
-    pub fn new_session(
-        self: &Arc<Self>,
-        NewSession { request, servers }: NewSession,
-        responder: Responder<NewSessionResponse>,
-        cx: ConnectionTo<Client>,
-    ) {
-        if let Err(error) = require_absolute(&request.cwd) {
-            return answer(responder, Err(error));
-        }
-        let id = crate::ids::session_id();
-        let reservation = match self.sessions.reserve(&id) {
-            Ok(reservation) => reservation,
-            Err(error) => return answer(responder, Err(table_error(error))),
-        };
-        let front = self.clone();
-        self.tasks.spawn(async move {
-            let result = match front.store.create_session(&id, &request.cwd).await {
-                Err(error) => {
-                    // Free the slot before answering (see `load_session`).
-                    drop(reservation);
-                    Err(internal(format!("cannot record the session: {error}")))
-                }
-                Ok(()) => {
-                    let session = Session::new(id.clone(), request.cwd.clone(), Vec::new(), 0);
-                    let failures = front.start_servers(&session, servers).await;
-                    match reservation.complete(session.clone()) {
-                        Ok(()) => Ok(failures),
-                        Err(error) => {
-                            session.stop_servers().await;
-                            Err(table_error(error))
-                        }
-                    }
-                }
-            };
-            let failures = match result {
-                Ok(failures) => {
-                    tracing::info!(session = %id, "session created");
-                    answer(
-                        responder,
-                        Ok(NewSessionResponse::new(id.clone()).modes(Mode::default().state())),
-                    );
-                    failures
-                }
-                Err(error) => return answer(responder, Err(error)),
-            };
-            report_failures(&cx, &id, &failures);
-        });
-    }
-
-    /// Starts `specs` for `session` (bounded by the start timeout); returns
-    /// what failed, one line each.
-    async fn start_servers(&self, session: &Arc<Session>, specs: Vec<ServerSpec>) -> Vec<String> {
-        if specs.is_empty() {
-            return Vec::new();
-        }
-        let servers = SessionServers::start(&self.servers, &session.id, session.cwd(), specs).await;
-        let failures = servers.failures.clone();
-        session.attach_servers(Arc::new(servers));
-        failures
-    }
-
-    pub fn load_session(
-        self: &Arc<Self>,
-        LoadSession { request, servers }: LoadSession,
-        responder: Responder<LoadSessionResponse>,
-        cx: ConnectionTo<Client>,
-    ) {
-        if let Err(error) = require_absolute(&request.cwd) {
-            return answer(responder, Err(error));
-        }
-        let id = request.session_id.0.to_string();
-        let reservation = match self.sessions.reserve(&id) {
-            Ok(reservation) => reservation,
-            Err(error) => return answer(responder, Err(table_error(error))),
-        };
-        let front = self.clone();
-        self.tasks.spawn(async move {
-            let loaded = front.store.load(&id).await;
-            let stored = match loaded {
-                Ok(Some(stored)) => stored,
-                failed => {
-                    // Free the id before answering: an editor that has heard
-                    // "not found" may use the id at once, and must not find
-                    // it still reserved ("still loading").
-                    drop(reservation);
-                    let error = match failed {
-                        Err(error) => internal(format!("cannot read the session: {error}")),
-                        _ => table_error(TableError::Unknown(id)),
-                    };
-                    return answer(responder, Err(error));
-                }
-            };
-            // Replay: each complete turn's prompt, then its updates as sent.
-            let mut history = Vec::new();
-            for turn in &stored.turns {
-                let blocks: Vec<ContentBlock> =
-                    serde_json::from_value(turn.prompt.clone()).unwrap_or_default();
-                for block in blocks {
-                    send(&cx, &id, SessionUpdate::UserMessageChunk(ContentChunk::new(block)));
-                }
-                for update in &turn.updates {
-                    match serde_json::from_value::<SessionUpdate>(update.clone()) {
-                        Ok(update) => send(&cx, &id, update),
-                        Err(error) => {
-                            tracing::warn!(session = %id, %error, "skipping a stored update that no longer decodes")
-                        }
-                    }
-                }
-                history.extend(turn.messages.iter().cloned());
-            }
-            if stored.cwd != request.cwd {
-                front.store.set_cwd(&id, &request.cwd);
-            }
-            let turns = stored.turns.len();
-            let session = Session::new(id.clone(), request.cwd.clone(), history, stored.next_turn);
-            let failures = front.start_servers(&session, servers).await;
-            if let Err(error) = reservation.complete(session.clone()) {
-                session.stop_servers().await;
-                return answer(responder, Err(table_error(error)));
-            }
-            tracing::info!(session = %id, turns, "session loaded");
-            answer(
-                responder,
-                Ok(LoadSessionResponse::new().modes(Mode::default().state())),
-            );
-            report_failures(&cx, &id, &failures);
-        });
     }
 
     pub fn list_sessions(
@@ -337,6 +219,7 @@ impl Front {
                             SessionInfo::new(s.session_id, s.cwd)
                                 .title(s.title)
                                 .updated_at(s.updated_at)
+                                .additional_directories(s.additional_directories)
                         })
                         .collect(),
                 )
@@ -381,35 +264,6 @@ impl Front {
         session.stop_servers().await;
     }
 
-    /// `session/set_mode`: switches that session only, and says so with a
-    /// `current_mode_update` (after the answer).
-    pub fn set_mode(
-        &self,
-        request: SetSessionModeRequest,
-        responder: Responder<SetSessionModeResponse>,
-        cx: ConnectionTo<Client>,
-    ) {
-        let id = request.session_id.0.to_string();
-        let session = match self.sessions.get(&id) {
-            Ok(session) => session,
-            Err(error) => return answer(responder, Err(table_error(error))),
-        };
-        let Some(mode) = Mode::from_id(&request.mode_id.0) else {
-            return answer(
-                responder,
-                Err(invalid_params(modes::unknown(&request.mode_id.0))),
-            );
-        };
-        session.set_mode(mode);
-        tracing::info!(session = %id, mode = mode.id(), "mode changed");
-        answer(responder, Ok(SetSessionModeResponse::new()));
-        send(
-            &cx,
-            &id,
-            SessionUpdate::CurrentModeUpdate(CurrentModeUpdate::new(mode.id())),
-        );
-    }
-
     pub fn cancel(&self, notification: CancelNotification) {
         let id = notification.session_id.0.to_string();
         // An unknown (or still loading) session has nothing to cancel.
@@ -447,7 +301,7 @@ impl Front {
             prompt::title_of(&request.prompt),
         );
         let client = self.client.read().clone();
-        let files = FileAccess::new(cx.clone(), &id, session.cwd(), &client);
+        let files = FileAccess::new(cx.clone(), &id, session.roots.clone(), &client);
         let terminals = client
             .terminal
             .then(|| EditorTerminals::new(cx.clone(), &id));
@@ -456,7 +310,9 @@ impl Front {
             session: session.clone(),
             ticket: ticket.clone(),
             output,
-            model: self.model.clone(),
+            // The session's model as of this prompt; a switch applies to the
+            // next one.
+            model: self.models.client(&session.settings().model),
             hub: self.hub.clone(),
             jobs: self.jobs.clone(),
             terminals,
@@ -564,11 +420,12 @@ impl Front {
     }
 }
 
-/// Tells the user, in the session, which of its MCP servers did not start
-/// (the session itself works, without their tools).
-fn report_failures(cx: &ConnectionTo<Client>, session_id: &str, failures: &[String]) {
-    for failure in failures {
-        let text = format!("{failure}. Its tools are not available in this session.\n");
+/// Tells the user, in the session, what did not come back as asked (an MCP
+/// server that did not start, a stored model that cannot be used): one
+/// agent message each. The session itself works.
+fn notify(cx: &ConnectionTo<Client>, session_id: &str, notices: &[String]) {
+    for notice in notices {
+        let text = format!("{notice}\n");
         send(
             cx,
             session_id,
@@ -581,6 +438,6 @@ fn send(cx: &ConnectionTo<Client>, session_id: &str, update: SessionUpdate) {
     if let Err(error) =
         cx.send_notification(SessionNotification::new(session_id.to_owned(), update))
     {
-        tracing::debug!(%error, "cannot send a replayed update");
+        tracing::debug!(%error, "cannot send an update");
     }
 }
