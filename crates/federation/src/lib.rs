@@ -21,6 +21,9 @@
 
 mod export;
 pub mod fabric;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod join;
 pub mod metrics;
 mod relay;

@@ -15,5 +15,6 @@ mod modules;
 mod process;
 mod provide_mcp_fence;
 mod remote;
+mod secrets_at_rest;
 mod security;
 mod stderr;
