@@ -65,7 +65,7 @@ pub fn redacted(url: &str) -> String {
 }
 
 /// Everything that can be checked before connecting.
-fn check(options: &FederationOptions) -> Result<ServerAddr, JoinError> {
+pub(crate) fn check(options: &FederationOptions) -> Result<ServerAddr, JoinError> {
     if !fabric::is_hub_name(&options.name) {
         return Err(JoinError::Name(options.name.clone()));
     }

@@ -23,6 +23,9 @@
 
 mod export;
 pub mod fabric;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod join;
 pub mod metrics;
 mod nats_log;

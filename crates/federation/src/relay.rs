@@ -254,48 +254,58 @@ pub async fn read(fabric: Arc<Fabric>) {
             message = lines.next() => message,
         };
         let Some(message) = message else { return };
-        Metrics::inc(&fabric.metrics.nats_messages_received);
-        let Some(peer) = sender(&fabric, &message) else {
-            continue;
-        };
-        if let Some(taken) = header_u64(&message, fabric::TAKEN) {
-            // A credit: what this hub sent that one has taken.
-            peer.window.taken.fetch_max(taken, Ordering::Relaxed);
-            peer.window.credit.notify_one();
-            continue;
-        }
-        // memchr, not `split` with a closure: a message holds up to
-        // `max_payload` bytes of lines, and a byte-at-a-time split was a
-        // cost per byte of every line.
-        let payload = &message.payload[..];
-        let mut start = 0;
-        let mut drained_at = 0;
-        for line_end in memchr::memchr_iter(b'\n', payload).chain([payload.len()]) {
-            let line = &payload[start..line_end];
-            start = line_end + 1;
-            if line.is_empty() {
-                continue;
-            }
-            let kind = LineKind::of(line);
-            match peer.link.deliver(line) {
-                Ok(()) => fabric.metrics.received(kind),
-                Err(dropped) => fabric.metrics.ignored(Ignored::Line(dropped)),
-            }
-            // Flow control within a message too: a message may hold up to
-            // `max_payload` of lines, and handing a local queue all of it
-            // before pausing can take it past its watermark by that much,
-            // a burst a busy machine may not drain within the pause's
-            // bound (then the queue counts as stalled and sheds).
-            if start - drained_at >= DRAIN_EVERY {
-                drained_at = start;
-                peer.link.let_destinations_drain().await;
-            }
-        }
-        peer.link.let_destinations_drain().await;
-        if let Some(sent) = header_u64(&message, fabric::SENT) {
-            credit(&fabric, &peer, sent).await;
+        if let Some((peer, taken)) = take(&fabric, &message).await {
+            credit(&fabric, &peer, taken).await;
         }
     }
+}
+
+/// One message of `switchboard.hub.<me>.*`: a credit from another hub for
+/// this hub's writer, or lines of another hub handed to its link in order.
+/// Returns the credit this hub owes that hub, if one is due now.
+pub(crate) async fn take(
+    fabric: &Fabric,
+    message: &async_nats::Message,
+) -> Option<(Arc<Peer>, u64)> {
+    Metrics::inc(&fabric.metrics.nats_messages_received);
+    let peer = sender(fabric, message)?;
+    if let Some(taken) = header_u64(message, fabric::TAKEN) {
+        // A credit: what this hub sent that one has taken.
+        peer.window.taken.fetch_max(taken, Ordering::Relaxed);
+        peer.window.credit.notify_one();
+        return None;
+    }
+    // memchr, not `split` with a closure: a message holds up to
+    // `max_payload` bytes of lines, and a byte-at-a-time split was a
+    // cost per byte of every line.
+    let payload = &message.payload[..];
+    let mut start = 0;
+    let mut drained_at = 0;
+    for line_end in memchr::memchr_iter(b'\n', payload).chain([payload.len()]) {
+        let line = &payload[start..line_end];
+        start = line_end + 1;
+        if line.is_empty() {
+            continue;
+        }
+        let kind = LineKind::of(line);
+        match peer.link.deliver(line) {
+            Ok(()) => fabric.metrics.received(kind),
+            Err(dropped) => fabric.metrics.ignored(Ignored::Line(dropped)),
+        }
+        // Flow control within a message too: a message may hold up to
+        // `max_payload` of lines, and handing a local queue all of it
+        // before pausing can take it past its watermark by that much,
+        // a burst a busy machine may not drain within the pause's
+        // bound (then the queue counts as stalled and sheds).
+        if start - drained_at >= DRAIN_EVERY {
+            drained_at = start;
+            peer.link.let_destinations_drain().await;
+        }
+    }
+    peer.link.let_destinations_drain().await;
+    let sent = header_u64(message, fabric::SENT)?;
+    let taken = credit_due(&peer.window, sent)?;
+    Some((peer, taken))
 }
 
 /// The live hub that sent `message`: named by the subject, the instance
@@ -402,11 +412,10 @@ fn header_u64(message: &async_nats::Message, name: &str) -> Option<u64> {
 }
 
 /// After `peer`'s lines up to its `Switchboard-Sent` of `sent` were handed
-/// to the hub: a credit back once another `Window::CREDIT_STEP` bytes were
-/// taken since the last one. Fire and forget, bounded: a lost credit is
-/// healed by the next (credits are cumulative).
-async fn credit(fabric: &Fabric, peer: &Peer, sent: u64) {
-    let credited = peer.window.credited.load(Ordering::Relaxed);
+/// to the hub: the credit due, once another `Window::CREDIT_STEP` bytes were
+/// taken since the last one.
+fn credit_due(window: &Window, sent: u64) -> Option<u64> {
+    let credited = window.credited.load(Ordering::Relaxed);
     // A smaller number: the sender numbers a new window (it opened a new
     // link to this hub), so this one starts again too.
     let since = if sent < credited {
@@ -416,15 +425,21 @@ async fn credit(fabric: &Fabric, peer: &Peer, sent: u64) {
     };
     if since < Window::CREDIT_STEP {
         if sent < credited {
-            peer.window.credited.store(0, Ordering::Relaxed);
+            window.credited.store(0, Ordering::Relaxed);
         }
-        return;
+        return None;
     }
-    peer.window.credited.store(sent, Ordering::Relaxed);
+    window.credited.store(sent, Ordering::Relaxed);
+    Some(sent)
+}
+
+/// Tells `peer` it took its lines up to `taken`. Fire and forget, bounded:
+/// a lost credit is healed by the next (credits are cumulative).
+async fn credit(fabric: &Fabric, peer: &Peer, taken: u64) {
     let mut headers = HeaderMap::new();
     headers.insert(fabric::FROM_INSTANCE, fabric.instance.as_str());
     headers.insert(fabric::TO_INSTANCE, peer.instance.as_str());
-    headers.insert(fabric::TAKEN, sent.to_string().as_str());
+    headers.insert(fabric::TAKEN, taken.to_string().as_str());
     let subject = fabric::lines_subject(&peer.name, &fabric.name);
     let publish = fabric
         .client

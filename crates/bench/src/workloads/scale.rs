@@ -23,6 +23,11 @@ const CONNECT_CONCURRENCY: usize = 64;
 const WARM_UP: usize = 16;
 /// Pause before reading RSS, so the server has finished with the last ones.
 const SETTLE: Duration = Duration::from_millis(300);
+/// After traffic, the pause is longer: the hub gives back a WebSocket read
+/// buffer that traffic grew once the connection has been idle 1 to 2 s
+/// (`transport/ws.rs`, `IDLE_RELEASE`), and the row is about idle
+/// connections.
+const SETTLE_AFTER_TRAFFIC: Duration = Duration::from_millis(2500);
 
 /// Resident bytes per idle connection at each step of `steps` (cumulative
 /// connection counts, e.g. [1000, 10000]).
@@ -119,15 +124,21 @@ fn rss_bytes(pid: u32) -> std::io::Result<u64> {
 }
 
 async fn fill(target: IdleTarget<'_>, pid: u32, steps: &[usize]) -> anyhow::Result<IdleOutcome> {
+    let settle = match target {
+        IdleTarget::HubWs {
+            traffic: Some(_), ..
+        } => SETTLE_AFTER_TRAFFIC,
+        _ => SETTLE,
+    };
     let mut held = open_idle(&target, 0, WARM_UP).await?;
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(settle).await;
     let before = rss_bytes(pid)?;
     let mut per_connection = Vec::with_capacity(steps.len());
     for &step in steps {
         let more = step.saturating_sub(held.len() - WARM_UP);
         let opened = open_idle(&target, held.len(), more).await?;
         held.extend(opened);
-        tokio::time::sleep(SETTLE).await;
+        tokio::time::sleep(settle).await;
         let after = rss_bytes(pid)?;
         per_connection.push(after.saturating_sub(before) as f64 / step as f64);
     }

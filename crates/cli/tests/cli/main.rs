@@ -16,5 +16,6 @@ mod newcomer;
 mod process;
 mod provide_mcp_fence;
 mod remote;
+mod secrets_at_rest;
 mod security;
 mod stderr;

@@ -108,7 +108,7 @@ pub async fn accept_loop(
 
 /// One request on one socket, within the slot it was accepted in. An
 /// upgraded connection outlives this: its task holds the slot then.
-async fn serve_socket<S>(router: Router, stream: S, socket: Socket)
+pub(crate) async fn serve_socket<S>(router: Router, stream: S, socket: Socket)
 where
     S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
@@ -128,7 +128,7 @@ where
 }
 
 /// The routes of the HTTP port, behind the browser defences.
-fn router(hub: Arc<HubState>) -> Router {
+pub(crate) fn router(hub: Arc<HubState>) -> Router {
     let mut routes = Router::new()
         .route("/", get(upgrade))
         .route("/healthz", get(healthz))

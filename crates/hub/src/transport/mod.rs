@@ -15,10 +15,10 @@ use crate::teardown;
 
 pub mod http;
 mod response;
-mod socket;
+pub(crate) mod socket;
 pub mod tls;
 pub mod unix;
-mod upgrade_token;
+pub(crate) mod upgrade_token;
 pub mod ws;
 
 /// How long a closing connection may take to flush what is queued for it.

@@ -105,7 +105,7 @@ fn same_principal(a: &Authenticated, b: &Authenticated) -> bool {
 /// The decoded value of the one `token` parameter of `query`, if there is
 /// one. Other parameters are ignored. `+` is taken literally (tokens are
 /// hex; a form-encoded space would not be part of one anyway).
-fn query_token(query: Option<&str>) -> Result<Option<String>, Refusal> {
+pub(crate) fn query_token(query: Option<&str>) -> Result<Option<String>, Refusal> {
     let mut found = None;
     for pair in query.unwrap_or_default().split('&') {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));

