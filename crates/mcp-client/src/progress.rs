@@ -4,18 +4,25 @@
 //! which call (its [`CallTag`]).
 //!
 //! A call registers its route while its request is queued, and the route is
-//! removed when the call ends, however it ends. rmcp runs each incoming
+//! removed [`ROUTE_LINGER`] after the call ends, however it ends: rmcp runs
+//! each incoming notification on a task of its own, so one the server sent
+//! just before its answer may be handled just after it. rmcp runs each incoming
 //! notification on a task of its own, so reports of one call may reach the
 //! sink out of order: a sink that needs them increasing drops the late ones
 //! (the tools SDK's `Progress` does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::handler::{CallTag, HandlerFuture};
+
+/// How long a call's route outlives the call, for its notifications that
+/// rmcp hands on after its answer.
+pub(crate) const ROUTE_LINGER: Duration = Duration::from_secs(1);
 
 /// One progress report, as the server sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,7 +90,8 @@ impl ProgressRoutes {
     }
 }
 
-/// Removes a call's route when the call ends, however it ends.
+/// Removes a call's route [`ROUTE_LINGER`] after the call ends, however it
+/// ends.
 pub(crate) struct Route {
     pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) token: ProgressToken,
@@ -94,6 +102,7 @@ impl Drop for Route {
         let routes = self.routes.clone();
         let token = self.token.clone();
         tokio::spawn(async move {
+            tokio::time::sleep(ROUTE_LINGER).await;
             routes.routes.lock().await.remove(&token);
         });
     }

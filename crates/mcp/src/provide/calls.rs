@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use serde_json::Value;
@@ -16,6 +17,12 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
 /// Tasks remembered for attribution; the oldest are forgotten first.
 const MAX_TASKS: usize = 1024;
+/// How long an ended call can still be named (by its progress token): the
+/// MCP client layer may hand on a notification the server sent just before
+/// its answer after the answer. It no longer counts as in flight.
+const ENDED_LINGER: Duration = Duration::from_secs(1);
+/// Ended calls remembered for [`ENDED_LINGER`], at most.
+const MAX_ENDED: usize = 1024;
 
 /// What the relay knows of one hub call (or of the task it created).
 #[derive(Debug)]
@@ -52,6 +59,8 @@ struct Inner {
     in_flight: HashMap<CallTag, Arc<CallEntry>>,
     tasks: HashMap<String, Arc<CallEntry>>,
     task_order: VecDeque<String>,
+    /// Calls that ended lately, oldest first.
+    ended: VecDeque<(Instant, CallTag, Arc<CallEntry>)>,
 }
 
 /// A call in flight; it leaves the registry when this is dropped.
@@ -63,7 +72,13 @@ pub(crate) struct InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.calls.inner.lock().in_flight.remove(&self.tag);
+        let mut inner = self.calls.inner.lock();
+        if let Some(entry) = inner.in_flight.remove(&self.tag) {
+            if inner.ended.len() >= MAX_ENDED {
+                inner.ended.pop_front();
+            }
+            inner.ended.push_back((Instant::now(), self.tag, entry));
+        }
     }
 }
 
@@ -145,7 +160,17 @@ impl Calls {
         if let Some(entry) = task.and_then(|task| inner.tasks.get(task)) {
             return Some(entry.clone());
         }
-        by_token.and_then(|tag| inner.in_flight.get(&tag).cloned())
+        let tag = by_token?;
+        if let Some(entry) = inner.in_flight.get(&tag) {
+            return Some(entry.clone());
+        }
+        inner
+            .ended
+            .iter()
+            .rev()
+            .take_while(|(at, _, _)| at.elapsed() < ENDED_LINGER)
+            .find(|(_, ended, _)| *ended == tag)
+            .map(|(_, _, entry)| entry.clone())
     }
 }
 
@@ -227,6 +252,20 @@ mod tests {
                 .unwrap()
                 .tool_call_id,
             "only"
+        );
+        // Just ended: still named by its token, no longer in flight.
+        let tag = only.tag;
+        drop(only);
+        assert_eq!(
+            calls
+                .attribute_notification(&json!({}), Some(tag))
+                .unwrap()
+                .tool_call_id,
+            "only"
+        );
+        assert_eq!(
+            attributed(calls.attribute_request(&json!({}), None)),
+            "none"
         );
     }
 

@@ -25,8 +25,9 @@
 //!   when `uri` is subscribed; `roots_changes` → how many
 //!   `notifications/roots/list_changed` came; `client` → the client's
 //!   `initialize` params (its capabilities);
-//! - `research {topic?, seconds?, ask?}` (`execution.taskSupport:
-//!   "required"`) → a task (`tasks.rs`): it works `seconds` (default 0.3),
+//! - `research {topic?, seconds?, delay?, ask?}` (`execution.taskSupport:
+//!   "required"`) → a task (`tasks.rs`), created after `delay` seconds
+//!   (default none): it works `seconds` (default 0.3),
 //!   asks the client for a sample about the task when `ask` is `sampling`
 //!   (`_meta` naming the task), then completes.
 //!

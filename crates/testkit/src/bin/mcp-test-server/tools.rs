@@ -186,6 +186,17 @@ impl Server {
             append(&log, &name);
         }
         if name == "research" {
+            // `delay`: the task is created only after this many seconds.
+            let delay = arguments
+                .get("delay")
+                .and_then(Value::as_f64)
+                .unwrap_or(0.0);
+            if delay > 0.0 {
+                tokio::select! {
+                    () = cancelled.cancelled() => return None,
+                    () = tokio::time::sleep(Duration::from_secs_f64(delay.min(3600.0))) => {}
+                }
+            }
             return Some(match params.get("task") {
                 Some(task) => Ok(self.tasks.start_research(&self, arguments, task)),
                 None => Err(RpcError::new(
