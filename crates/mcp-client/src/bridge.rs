@@ -1,6 +1,7 @@
 //! rmcp's client handler for one connection: progress to its call's route,
 //! `tools/list_changed` to the connection's signal, everything else to the
-//! caller's [`Handler`] as JSON.
+//! caller's [`Handler`] as MCP's JSON (the server's own text, from the
+//! [`WireTap`], when the connection has one).
 
 // Sampling, roots and logging are deprecated in rmcp (SEP-2577) but still
 // MCP a server may send; their types are named here only to pass them on.
@@ -9,21 +10,22 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    ClientConfig, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-    ElicitResult, ErrorCode, ErrorData, Implementation, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProtocolVersion,
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
     ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use switchboard_protocol::ErrorObject;
 use tokio::sync::Notify;
 
-use crate::handler::{Handler, ListKind};
+use crate::handler::{Handler, ListKind, ServerNotification, ServerRequest};
 use crate::progress::ProgressRoutes;
+use crate::tap::WireTap;
 
 pub(crate) struct Bridge {
     /// `clientInfo.name` at `initialize`.
@@ -33,13 +35,64 @@ pub(crate) struct Bridge {
     /// Signalled on each `tools/list_changed`; a burst while nobody waits
     /// leaves one permit, so it is one re-list.
     pub(crate) tools_changed: Arc<Notify>,
+    /// The connection's wire as the server wrote it (stdio only).
+    pub(crate) tap: Option<Arc<WireTap>>,
+}
+
+impl Bridge {
+    /// The server's request as it sent it, and the call it names.
+    async fn request(
+        &self,
+        method: &str,
+        typed: Value,
+        context: &RequestContext<RoleClient>,
+    ) -> ServerRequest {
+        let raw = self
+            .tap
+            .as_ref()
+            .and_then(|tap| tap.take_server_request(&context.id))
+            .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
+        let params = raw.unwrap_or_else(|| with_meta(typed, &context.meta.0 .0));
+        let call = match progress_token(&params) {
+            Some(token) => self.routes.tag_of(&token).await,
+            None => None,
+        };
+        ServerRequest {
+            method: method.to_owned(),
+            params,
+            call,
+            cancelled: context.ct.clone(),
+        }
+    }
+
+    async fn notification(
+        &self,
+        method: &str,
+        typed: Value,
+        context: &NotificationContext<RoleClient>,
+    ) -> ServerNotification {
+        let params = with_meta(typed, &context.meta.0 .0);
+        let call = match progress_token(&params) {
+            Some(token) => self.routes.tag_of(&token).await,
+            None => None,
+        };
+        ServerNotification {
+            method: method.to_owned(),
+            params,
+            call,
+        }
+    }
 }
 
 impl ClientHandler for Bridge {
     fn get_info(&self) -> ClientConfig {
+        // What the handler declares; a member rmcp's model does not know is
+        // left out (a declaration it could not honour anyway).
+        let capabilities: ClientCapabilities =
+            serde_json::from_value(self.handler.capabilities()).unwrap_or_default();
         // The `initialize` handshake: what servers in the wild speak.
         ClientConfig::new(
-            Default::default(),
+            capabilities,
             Implementation::new(self.client_name.clone(), env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -48,24 +101,33 @@ impl ClientHandler for Bridge {
     async fn create_message(
         &self,
         params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        answer(self.handler.create_message(json(&params)).await)
+        let request = self
+            .request("sampling/createMessage", json(&params), &context)
+            .await;
+        answer(self.handler.create_message(request).await)
     }
 
     async fn create_elicitation(
         &self,
         params: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        answer(self.handler.elicit(json(&params)).await)
+        let request = self
+            .request("elicitation/create", json(&params), &context)
+            .await;
+        answer(self.handler.elicit(request).await)
     }
 
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        answer(self.handler.list_roots().await)
+        let request = self
+            .request("roots/list", Value::Object(Map::new()), &context)
+            .await;
+        answer(self.handler.list_roots(request).await)
     }
 
     async fn on_progress(
@@ -79,17 +141,23 @@ impl ClientHandler for Bridge {
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        self.handler.on_logging_message(json(&params));
+        let notification = self
+            .notification("notifications/message", json(&params), &context)
+            .await;
+        self.handler.on_logging_message(notification);
     }
 
     async fn on_resource_updated(
         &self,
         params: ResourceUpdatedNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        self.handler.on_resource_updated(json(&params));
+        let notification = self
+            .notification("notifications/resources/updated", json(&params), &context)
+            .await;
+        self.handler.on_resource_updated(notification);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -109,6 +177,24 @@ impl ClientHandler for Bridge {
 /// rmcp's parsed parameters as MCP's JSON again.
 fn json(params: &impl Serialize) -> Value {
     serde_json::to_value(params).unwrap_or(Value::Null)
+}
+
+/// `params` with the message's `_meta` (which rmcp keeps apart) put back.
+fn with_meta(params: Value, meta: &Map<String, Value>) -> Value {
+    let mut params = match params {
+        Value::Object(params) => params,
+        _ => Map::new(),
+    };
+    if !meta.is_empty() && !params.contains_key("_meta") {
+        params.insert("_meta".into(), Value::Object(meta.clone()));
+    }
+    Value::Object(params)
+}
+
+/// `_meta.progressToken` of a message's params.
+fn progress_token(params: &Value) -> Option<ProgressToken> {
+    let token = params.get("_meta")?.get("progressToken")?;
+    serde_json::from_value(token.clone()).ok()
 }
 
 /// The caller's answer as the result rmcp sends; one not of the result's

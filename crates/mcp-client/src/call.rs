@@ -6,17 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CancelledNotificationParam, ClientRequest, RequestId,
-    ServerResult,
+    CancelledNotificationParam, ClientRequest, CustomRequest, RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use rmcp::RoleClient;
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use switchboard_protocol::ErrorObject;
 
 use crate::connection::Connection;
-use crate::progress::{ProgressSink, Route};
+use crate::handler::CallTag;
+use crate::progress::{CallRoute, ProgressSink, Route};
+use crate::tap::Awaited;
 
 /// One tool call.
 pub struct ToolCall {
@@ -32,6 +33,13 @@ pub struct ToolCall {
     pub progress: Option<Arc<dyn ProgressSink>>,
     /// The reason `notifications/cancelled` gives when the call is dropped.
     pub cancel_reason: &'static str,
+    /// MCP's `task` member (`{"ttl": …}`), passed on untouched: the server
+    /// answers with a `CreateTaskResult` (`{task}`) instead of the result.
+    pub task: Option<Value>,
+    /// What the caller calls this call: a server request whose
+    /// `_meta.progressToken` is this call's reaches the [`Handler`](crate::Handler)
+    /// with [`ServerRequest::call`](crate::ServerRequest) set to it.
+    pub tag: Option<CallTag>,
 }
 
 impl ToolCall {
@@ -42,6 +50,8 @@ impl ToolCall {
             timeout: None,
             progress: None,
             cancel_reason: "cancelled by the caller",
+            task: None,
+            tag: None,
         }
     }
 }
@@ -74,38 +84,53 @@ pub enum CallError {
 }
 
 impl Connection {
-    /// Calls a tool; the answer is the server's `CallToolResult`, as sent.
+    /// Calls a tool; the answer is the server's `CallToolResult` (or, for a
+    /// call with [`ToolCall::task`], its `CreateTaskResult`), as sent.
     pub async fn call_tool(&self, call: ToolCall) -> Result<Box<RawValue>, CallError> {
-        let mut params = CallToolRequestParams::new(call.name);
+        let mut params = Map::new();
+        params.insert("name".into(), Value::String(call.name));
         match call.arguments {
-            Value::Object(arguments) => params = params.with_arguments(arguments),
+            Value::Object(arguments) => {
+                params.insert("arguments".into(), Value::Object(arguments));
+            }
             Value::Null => {}
             other => return Err(CallError::NotAnObject(other)),
         }
+        if let Some(task) = call.task {
+            params.insert("task".into(), task);
+        }
         let mut options = PeerRequestOptions::no_options();
         options.timeout = call.timeout;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let request = ClientRequest::CustomRequest(CustomRequest::new(
+            "tools/call",
+            Some(Value::Object(params)),
+        ));
         let peer = &self.inner.peer;
-        // Held while the request is queued when the call wants progress: its
-        // route must exist before the server can report.
-        let mut routes = match &call.progress {
-            Some(_) => Some(self.inner.routes.hold().await),
-            None => None,
+        // Held while the request is queued when the call has a route: it
+        // must exist before the server can report or ask.
+        let route = CallRoute {
+            sink: call.progress,
+            tag: call.tag,
+        };
+        let mut routes = match (&route.sink, route.tag) {
+            (None, None) => None,
+            _ => Some(self.inner.routes.hold().await),
         };
         let handle = peer
             .send_request_with_option(request, options)
             .await
             .map_err(|_| CallError::NotSent)?;
-        let _route = match (&mut routes, call.progress) {
-            (Some(routes), Some(sink)) => {
-                routes.insert(handle.progress_token.clone(), sink);
-                Some(Route {
-                    routes: self.inner.routes.clone(),
-                    token: handle.progress_token.clone(),
-                })
-            }
-            _ => None,
+        let awaited = Awaited {
+            tap: self.inner.tap.clone(),
+            id: handle.id.clone(),
         };
+        let _route = routes.as_mut().map(|routes| {
+            routes.insert(handle.progress_token.clone(), route);
+            Route {
+                routes: self.inner.routes.clone(),
+                token: handle.progress_token.clone(),
+            }
+        });
         drop(routes);
         let mut cancel = CancelOnDrop {
             peer: peer.clone(),
@@ -115,25 +140,21 @@ impl Connection {
         let response = handle.await_response().await;
         cancel.id = None;
         match response {
-            Ok(ServerResult::CallToolResult(result)) => serde_json::value::to_raw_value(&result)
-                .map_err(|error| {
-                    CallError::Unexpected(format!("cannot encode the MCP server's result: {error}"))
-                }),
-            Ok(_) => Err(CallError::Unexpected(
-                "the MCP server answered tools/call with something other than a CallToolResult"
-                    .into(),
-            )),
-            Err(ServiceError::McpError(error)) => {
-                let mut object = ErrorObject {
-                    code: i64::from(error.code.0),
-                    message: error.message.into_owned(),
-                    data: None,
+            Ok(typed) => {
+                let raw = match awaited.take() {
+                    Some(raw) => raw,
+                    None => raw_of(&typed).map_err(CallError::Unexpected)?,
                 };
-                if let Some(data) = error.data {
-                    object = object.with_data(&data);
+                if raw.get().trim_start().starts_with('{') {
+                    Ok(raw)
+                } else {
+                    Err(CallError::Unexpected(
+                        "the MCP server answered tools/call with something other than a CallToolResult"
+                            .into(),
+                    ))
                 }
-                Err(CallError::Answered(object))
             }
+            Err(ServiceError::McpError(error)) => Err(CallError::Answered(error_object(error))),
             Err(ServiceError::Timeout { timeout }) => Err(CallError::TimedOut(timeout)),
             Err(error @ ServiceError::TransportClosed) => Err(CallError::Closed(error.to_string())),
             Err(error) => Err(CallError::Lost(error.to_string())),
@@ -141,12 +162,31 @@ impl Connection {
     }
 }
 
+/// A typed result as MCP's JSON again (a connection without a wire tap).
+pub(crate) fn raw_of(result: &ServerResult) -> Result<Box<RawValue>, String> {
+    serde_json::value::to_raw_value(result)
+        .map_err(|error| format!("cannot encode the MCP server's result: {error}"))
+}
+
+/// rmcp's error answer as a JSON-RPC error object, `data` kept.
+pub(crate) fn error_object(error: rmcp::model::ErrorData) -> ErrorObject {
+    let mut object = ErrorObject {
+        code: i64::from(error.code.0),
+        message: error.message.into_owned(),
+        data: None,
+    };
+    if let Some(data) = error.data {
+        object = object.with_data(&data);
+    }
+    object
+}
+
 /// Tells the server a call is no longer wanted, if the call's future is
 /// dropped before its answer.
-struct CancelOnDrop {
-    peer: Peer<RoleClient>,
-    id: Option<RequestId>,
-    reason: &'static str,
+pub(crate) struct CancelOnDrop {
+    pub(crate) peer: Peer<RoleClient>,
+    pub(crate) id: Option<RequestId>,
+    pub(crate) reason: &'static str,
 }
 
 impl Drop for CancelOnDrop {

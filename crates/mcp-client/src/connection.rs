@@ -10,8 +10,11 @@ use rmcp::RoleClient;
 use tokio::sync::{watch, Notify};
 use tokio::task::JoinHandle;
 
+use serde_json::{json, Value};
+
 use crate::bridge::Bridge;
 use crate::progress::ProgressRoutes;
+use crate::tap::WireTap;
 use crate::upstream::StopHook;
 
 /// How long stopping a server may take before it is left to rmcp (which
@@ -28,6 +31,8 @@ pub(crate) struct Inner {
     pub(crate) label: String,
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) routes: Arc<ProgressRoutes>,
+    /// The wire as the server wrote it (a stdio server's; `None` over HTTP).
+    pub(crate) tap: Option<Arc<WireTap>>,
     tools_changed: Arc<Notify>,
     /// `true` once the connection ended: the server exited, or was stopped.
     closed: watch::Receiver<bool>,
@@ -50,6 +55,7 @@ impl Connection {
     ) -> Self {
         let peer = running.peer().clone();
         let routes = running.service().routes.clone();
+        let tap = running.service().tap.clone();
         let tools_changed = running.service().tools_changed.clone();
         let cancel = running.cancellation_token();
         let (closed_tx, closed) = watch::channel(false);
@@ -64,6 +70,7 @@ impl Connection {
                 label,
                 peer,
                 routes,
+                tap,
                 tools_changed,
                 closed,
                 pid,
@@ -77,6 +84,32 @@ impl Connection {
     /// How messages name the server.
     pub fn label(&self) -> &str {
         &self.inner.label
+    }
+
+    /// The server's answer to `initialize` (`{protocolVersion,
+    /// capabilities, serverInfo, instructions?}`), as it sent it.
+    pub fn initialize_result(&self) -> Value {
+        let raw = self
+            .inner
+            .tap
+            .as_ref()
+            .and_then(|tap| tap.initialize_result())
+            .and_then(|raw| serde_json::from_str(raw.get()).ok());
+        raw.or_else(|| {
+            self.inner
+                .peer
+                .peer_info()
+                .and_then(|info| serde_json::to_value(&*info).ok())
+        })
+        .unwrap_or_else(|| json!({}))
+    }
+
+    /// The `ServerCapabilities` the server declared, as it sent them.
+    pub fn server_capabilities(&self) -> Value {
+        match self.initialize_result().get_mut("capabilities") {
+            Some(capabilities) if capabilities.is_object() => capabilities.take(),
+            _ => json!({}),
+        }
     }
 
     /// The child's pid, for a stdio server.

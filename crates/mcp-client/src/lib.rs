@@ -23,6 +23,7 @@
 
 mod bridge;
 mod call;
+mod child;
 mod connection;
 mod handler;
 mod progress;
@@ -30,11 +31,12 @@ mod request;
 mod start;
 mod stderr;
 mod supervise;
+mod tap;
 pub mod upstream;
 
 pub use call::{CallError, ToolCall};
 pub use connection::{Connection, STOP_WAIT};
-pub use handler::{Handler, HandlerFuture, ListKind};
+pub use handler::{CallTag, Handler, HandlerFuture, ListKind, ServerNotification, ServerRequest};
 pub use progress::{ProgressSink, ProgressUpdate};
 pub use request::RequestError;
 pub use start::{start, StartError, StartOptions, Started};

@@ -1,19 +1,28 @@
-//! A server's `notifications/progress`, routed to the call they belong to.
+//! The calls in flight on a connection, by the progress token rmcp gave
+//! each: a server's `notifications/progress` goes to its call's sink, and a
+//! server's own request whose `_meta.progressToken` names a call is told
+//! which call (its [`CallTag`]).
 //!
-//! rmcp gives every request a progress token of its own; a call that wants
-//! progress registers its sink under that token while its request is
-//! queued, and the route is removed when the call ends, however it ends.
-//! rmcp runs each incoming notification on a task of its own, so reports of
-//! one call may reach the sink out of order: a sink that needs them
-//! increasing drops the late ones (the tools SDK's `Progress` does).
+//! A call registers its route while its request is queued, and the route is
+//! removed [`ROUTE_LINGER`] after the call ends, however it ends: rmcp runs
+//! each incoming notification on a task of its own, so one the server sent
+//! just before its answer may be handled just after it. rmcp runs each incoming
+//! notification on a task of its own, so reports of one call may reach the
+//! sink out of order: a sink that needs them increasing drops the late ones
+//! (the tools SDK's `Progress` does).
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use tokio::sync::{Mutex, MutexGuard};
 
-use crate::handler::HandlerFuture;
+use crate::handler::{CallTag, HandlerFuture};
+
+/// How long a call's route outlives the call, for its notifications that
+/// rmcp hands on after its answer.
+pub(crate) const ROUTE_LINGER: Duration = Duration::from_secs(1);
 
 /// One progress report, as the server sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,31 +37,39 @@ pub trait ProgressSink: Send + Sync + 'static {
     fn report(&self, update: ProgressUpdate) -> HandlerFuture<'_, ()>;
 }
 
-/// The sinks of a connection's calls in flight, by progress token. A tokio
-/// mutex: a call holds it while its request is queued, so the server's
-/// first report cannot arrive before the route exists.
+/// What a connection knows of one call in flight.
+#[derive(Clone, Default)]
+pub(crate) struct CallRoute {
+    pub(crate) sink: Option<Arc<dyn ProgressSink>>,
+    pub(crate) tag: Option<CallTag>,
+}
+
+pub(crate) type RouteMap = HashMap<ProgressToken, CallRoute>;
+
+/// The routes of a connection's calls in flight, by progress token. A tokio
+/// mutex: a call holds it while its request is queued, so neither the
+/// server's first report nor its first request can be looked up before the
+/// route exists.
 #[derive(Default)]
 pub(crate) struct ProgressRoutes {
-    routes: Mutex<HashMap<ProgressToken, Arc<dyn ProgressSink>>>,
+    routes: Mutex<RouteMap>,
 }
 
 impl ProgressRoutes {
     /// Held from before a request is queued until its route is added.
-    pub(crate) async fn hold(
-        &self,
-    ) -> MutexGuard<'_, HashMap<ProgressToken, Arc<dyn ProgressSink>>> {
+    pub(crate) async fn hold(&self) -> MutexGuard<'_, RouteMap> {
         self.routes.lock().await
     }
 
-    /// Hands a report to its call's sink; one for no call in flight is
-    /// dropped.
+    /// Hands a report to its call's sink; one for no call in flight (or a
+    /// call that wants no progress) is dropped.
     pub(crate) async fn report(&self, params: ProgressNotificationParam) {
         let sink = self
             .routes
             .lock()
             .await
             .get(&params.progress_token)
-            .cloned();
+            .and_then(|route| route.sink.clone());
         if let Some(sink) = sink {
             sink.report(ProgressUpdate {
                 progress: params.progress,
@@ -62,9 +79,19 @@ impl ProgressRoutes {
             .await;
         }
     }
+
+    /// The tag of the call in flight that `token` belongs to.
+    pub(crate) async fn tag_of(&self, token: &ProgressToken) -> Option<CallTag> {
+        self.routes
+            .lock()
+            .await
+            .get(token)
+            .and_then(|route| route.tag)
+    }
 }
 
-/// Removes a call's route when the call ends, however it ends.
+/// Removes a call's route [`ROUTE_LINGER`] after the call ends, however it
+/// ends.
 pub(crate) struct Route {
     pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) token: ProgressToken,
@@ -75,6 +102,7 @@ impl Drop for Route {
         let routes = self.routes.clone();
         let token = self.token.clone();
         tokio::spawn(async move {
+            tokio::time::sleep(ROUTE_LINGER).await;
             routes.routes.lock().await.remove(&token);
         });
     }

@@ -5,16 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
 use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::bridge::Bridge;
+use crate::child::ChildTransport;
 use crate::connection::Connection;
 use crate::handler::Handler;
 use crate::progress::ProgressRoutes;
 use crate::stderr::StderrTail;
+use crate::tap::WireTap;
 use crate::upstream::{Http, Stderr, Stdio, StopHook, Transport, Upstream};
 
 /// How a server is started.
@@ -63,14 +65,22 @@ pub async fn start(
     handler: Arc<dyn Handler>,
 ) -> Result<Started, StartError> {
     let Upstream { label, transport } = upstream;
+    let tap = match &transport {
+        Transport::Stdio(_) => Some(Arc::new(WireTap::default())),
+        Transport::Http(_) => None,
+    };
     let bridge = Bridge {
         client_name: options.client_name.clone(),
         handler,
         routes: Arc::new(ProgressRoutes::default()),
         tools_changed: Arc::new(Notify::new()),
+        tap: tap.clone(),
     };
     let connection = match transport {
-        Transport::Stdio(stdio) => start_stdio(label, stdio, bridge, options).await?,
+        Transport::Stdio(stdio) => {
+            let tap = tap.unwrap_or_default();
+            start_stdio(label, stdio, bridge, tap, options).await?
+        }
         Transport::Http(http) => start_http(label, http, bridge, options).await?,
     };
     match connection.list_tools(options.list_timeout).await {
@@ -89,6 +99,7 @@ async fn start_stdio(
     label: String,
     stdio: Stdio,
     bridge: Bridge,
+    tap: Arc<WireTap>,
     options: &StartOptions,
 ) -> Result<Connection, StartError> {
     let Stdio {
@@ -100,10 +111,8 @@ async fn start_stdio(
         Stderr::Inherit => std::process::Stdio::inherit(),
         Stderr::Capture => std::process::Stdio::piped(),
     };
-    let (transport, stderr) = TokioChildProcess::builder(command)
-        .stderr(stderr_to)
-        .spawn()
-        .map_err(|error| StartError::Spawn {
+    let (transport, stderr) =
+        ChildTransport::spawn(command, stderr_to, tap).map_err(|error| StartError::Spawn {
             label: label.clone(),
             error: error.to_string(),
         })?;

@@ -14,7 +14,7 @@ pub mod provide;
 
 pub use gateway::logging::GatewayLogFilter;
 pub use gateway::{run_gateway, GatewayOptions};
-pub use provide::{ledger_path, run_provider, ProvideOptions};
+pub use provide::{ledger_path, run_provider, ProvideOptions, RelayStats};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -18,7 +18,7 @@ use switchboard_protocol::{ErrorCode, ErrorObject};
 use tokio_util::sync::CancellationToken;
 
 use crate::errors;
-use crate::ledger::{Begin, FenceKey, Fingerprint, Outcome};
+use crate::ledger::{Begin, FenceKey, Fingerprint, Outcome, TaskOwner};
 use crate::pin::{canonical_json, check_pin, sha256_hex};
 use crate::progress::Progress;
 use crate::provider::Shared;
@@ -100,8 +100,14 @@ impl Shared {
 
     async fn run_unkeyed(&self, request: &Request, call: Admitted) -> Reply {
         let tool = self.admit(&call)?;
+        let asks_task = call.request.task.is_some();
         match self.run(tool, request, call).await {
-            Ok(result) => Ok(result.into_raw()),
+            Ok(result) => {
+                if asks_task {
+                    self.remember_task(request, None, &result).await;
+                }
+                Ok(result.into_raw())
+            }
             Err(ToolError::Failed(error) | ToolError::NotRun(error)) => Err(error),
             Err(ToolError::OutcomeUnknown(why)) => {
                 self.log_outcome_unknown(request, None, &why);
@@ -164,8 +170,14 @@ impl Shared {
             reservation.not_run(error.clone()).await;
             return Err(error);
         }
+        let asks_task = call.request.task.is_some();
         match self.run(tool, request, call).await {
             Ok(result) => {
+                // Before the settlement: a replayed task is always one whose
+                // creator is on record.
+                if asks_task {
+                    self.remember_task(request, Some(&call_key), &result).await;
+                }
                 let raw = result.into_raw();
                 reservation.record(Outcome::Result(raw.clone())).await;
                 Ok(raw)
@@ -183,6 +195,24 @@ impl Shared {
                 reservation.record(Outcome::Unknown).await;
                 Err(errors::outcome_unknown(Some(&call_key)))
             }
+        }
+    }
+
+    /// Records who created the task a call with `task` answered with
+    /// (`{task: {taskId}}`), so `tasks/*` of that id are this principal's
+    /// alone, across restarts. A result that is not a task records nothing.
+    async fn remember_task(&self, request: &Request, call_key: Option<&str>, result: &ToolResult) {
+        let answer = result.to_value();
+        let Some(task_id) = answer["task"]["taskId"].as_str() else {
+            return;
+        };
+        let owner = TaskOwner {
+            principal: serde_json::to_string(&request.sender_principal).unwrap_or_default(),
+            call_key: call_key.map(str::to_owned),
+        };
+        if let Err(error) = self.ledger.record_task(task_id, owner).await {
+            // The task exists; only its later tasks/* will be refused.
+            tracing::error!(namespace = %self.namespace, %error, "cannot record who created a task");
         }
     }
 
@@ -225,15 +255,23 @@ impl Shared {
         call: Admitted,
     ) -> Result<ToolResult, ToolError> {
         self.counters.calls_run.fetch_add(1, Ordering::Relaxed);
-        let progress = match (
-            &call.request.progress_token,
-            self.sinks.sink_of(&request.sender_client_id),
-        ) {
-            (Some(token), Some(sink)) => {
-                Progress::to_sink(self.client.clone(), sink, token.clone())
+        // A version-2 caller takes progress on its callback service; a
+        // version-1 caller on the progress sink of its client.
+        let progress = match (&call.request.progress_token, &call.request.client) {
+            (Some(token), Some(client)) => {
+                Progress::to_sink(self.client.clone(), client.service.clone(), token.clone())
             }
-            _ => Progress::none(),
+            (Some(token), None) => match self.sinks.sink_of(&request.sender_client_id) {
+                Some(sink) => Progress::to_sink(self.client.clone(), sink, token.clone()),
+                None => Progress::none(),
+            },
+            (None, _) => Progress::none(),
         };
+        let task = call
+            .request
+            .task
+            .as_ref()
+            .and_then(|task| serde_json::from_str::<Value>(task.get()).ok());
         let tool_call = ToolCall {
             tool: call.request.name,
             arguments: call.arguments,
@@ -244,6 +282,8 @@ impl Shared {
             sender_principal: request.sender_principal.clone(),
             sender_client_id: request.sender_client_id.clone(),
             progress,
+            client: call.request.client,
+            task,
             cancelled: request.cancelled.clone(),
         };
         let grace = self.cancel_grace;

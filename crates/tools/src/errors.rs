@@ -19,6 +19,9 @@ pub mod extra_codes {
     pub const TOOL_UNAVAILABLE: &str = "tool_unavailable";
     /// The fence ledger failed; the call did not run.
     pub const LEDGER_UNAVAILABLE: &str = "ledger_unavailable";
+    /// `tasks/*` naming a task this provider did not create for the
+    /// caller's principal (the contract's, section 9.2).
+    pub const UNKNOWN_TASK: &str = "unknown_task";
 }
 
 pub fn unknown_tool(name: &str) -> ErrorObject {
@@ -156,4 +159,23 @@ pub fn ledger_unavailable(detail: &str) -> ErrorObject {
 pub fn tool_unavailable(message: impl Into<String>) -> ErrorObject {
     ErrorObject::new(ErrorCode::InternalError, message)
         .with_data(&json!({"code": extra_codes::TOOL_UNAVAILABLE}))
+}
+
+/// `-32602 unknown_task`: a task this provider did not create for a call of
+/// the caller's principal, answered as if it did not exist.
+pub fn unknown_task(task_id: &str) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::InvalidParams,
+        format!("unknown task {task_id:?}"),
+    )
+    .with_data(&json!({"code": extra_codes::UNKNOWN_TASK, "taskId": task_id}))
+}
+
+/// `-32602 invalid_request` naming a member of a version-2 request.
+pub fn invalid_member(field: &str, detail: &str) -> ErrorObject {
+    ErrorObject::new(ErrorCode::InvalidParams, format!("{field} {detail}")).with_data(&json!({
+        "code": error_codes::INVALID_REQUEST,
+        "field": field,
+        "reason": "malformed",
+    }))
 }

@@ -25,6 +25,9 @@
 //!
 //! - [`Provider`]: registers the `tool-provider` service, serves `tools/list`
 //!   and `tools/call`, changes its tools at run time (bumping `toolsRevision`);
+//!   with a [`SurfaceHandler`], version 2: the MCP server's capabilities and
+//!   list revisions in its metadata, the rest of its surface served
+//!   ([`surface`]);
 //! - [`ToolSpec`] / [`ToolHandler`] / [`tool_fn`]: declare and run tools;
 //! - [`pin`]: schema pins (`tp1:<tool>:<sha256>:<semantics>`);
 //! - [`ledger`]: the durable at-most-once fence on `(senderPrincipal, call_key)`;
@@ -41,16 +44,18 @@ pub mod pin;
 pub mod progress;
 mod provider;
 mod reconnect;
+pub mod surface;
 mod tool;
 mod toolset;
 
-pub use ledger::{LedgerCounts, LedgerError, Retention};
+pub use ledger::{LedgerCounts, LedgerError, Retention, TaskOwner};
 pub use progress::Progress;
 pub use provider::{
-    validate_namespace, Provider, ProviderBuilder, ProviderStats, DEFAULT_CANCEL_GRACE,
-    DEFAULT_DUPLICATE_WAIT, MAX_NAMESPACE_BYTES,
+    validate_namespace, ListRevision, Provider, ProviderBuilder, ProviderStats,
+    DEFAULT_CANCEL_GRACE, DEFAULT_DUPLICATE_WAIT, MAX_NAMESPACE_BYTES,
 };
 pub use reconnect::{keep_connected, retry_with_backoff};
+pub use surface::{SurfaceHandler, SurfaceNotification, SurfaceRequest};
 pub use tool::{tool_fn, BoxFuture, ToolCall, ToolError, ToolHandler, ToolResult, ToolSpec};
 pub use toolset::{check_tool_spec, validate_tool_name, MAX_TOOL_NAME_BYTES};
 

@@ -1,5 +1,10 @@
 //! A tool provider: a hub service with `tool-provider` metadata that serves
 //! `tools/list` and `tools/call`, and changes its tool set at run time.
+//! With a [`SurfaceHandler`] it is a version-2 provider
+//! (`docs/reference/tool-calls.md` section 9): its metadata adds the MCP
+//! server's `capabilities` and the `resourcesRevision` and
+//! `promptsRevision` of its lists, and it serves the rest of the surface
+//! (`surface.rs`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,16 +14,17 @@ use std::time::Duration;
 use parking_lot::RwLock;
 use serde_json::{json, Map, Value};
 use switchboard_client::{
-    method_not_found, BoxFuture, Client, Handler, Reply, Request, ServiceHandle,
+    method_not_found, BoxFuture, Client, Handler, Notification, Reply, Request, ServiceHandle,
 };
 use switchboard_protocol::tool_call::{
-    TOOLS_CALL, TOOLS_LIST, TOOL_PROVIDER_PROTOCOL, TOOL_PROVIDER_VERSION,
+    TOOLS_CALL, TOOLS_LIST, TOOL_PROVIDER_PROTOCOL, TOOL_PROVIDER_VERSION, TOOL_PROVIDER_VERSION_2,
 };
 use switchboard_protocol::{ErrorCode, ErrorObject};
 use tokio::sync::oneshot;
 
 use crate::ledger::{Ledger, LedgerCounts, Retention};
 use crate::progress::SinkDirectory;
+use crate::surface::SurfaceHandler;
 use crate::tool::{ToolHandler, ToolSpec};
 use crate::toolset::ToolSet;
 use crate::ToolsError;
@@ -64,18 +70,47 @@ pub(crate) struct Shared {
     pub(crate) duplicate_wait: Duration,
     pub(crate) cancel_grace: Duration,
     extra_metadata: Map<String, Value>,
-    /// One tool-set change at a time, so revisions and metadata updates
-    /// reach the hub in order.
+    /// Version 2: the rest of the MCP surface; `None` for version 1.
+    pub(crate) surface: Option<Arc<dyn SurfaceHandler>>,
+    /// Version 2's metadata beyond the tools; written under `updating`.
+    lists: parking_lot::Mutex<Lists>,
+    /// One change at a time (tools, capabilities, revisions), so revisions
+    /// and metadata updates reach the hub in order.
     updating: tokio::sync::Mutex<()>,
+}
+
+/// A version-2 provider's metadata beyond `toolsRevision`.
+#[derive(Debug, Clone, PartialEq)]
+struct Lists {
+    /// MCP's `ServerCapabilities`, as the server declared them.
+    capabilities: Value,
+    resources_revision: u64,
+    prompts_revision: u64,
+}
+
+/// The lists of a version-2 provider whose revisions it bumps itself (the
+/// tools' is bumped by [`Provider::set_tools`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListRevision {
+    Resources,
+    Prompts,
 }
 
 impl Shared {
     fn metadata(&self, revision: u64) -> Value {
         let mut metadata = self.extra_metadata.clone();
         metadata.insert("protocol".into(), json!(TOOL_PROVIDER_PROTOCOL));
-        metadata.insert("version".into(), json!(TOOL_PROVIDER_VERSION));
         metadata.insert("namespace".into(), json!(self.namespace));
         metadata.insert("toolsRevision".into(), json!(revision));
+        if self.surface.is_some() {
+            let lists = self.lists.lock().clone();
+            metadata.insert("version".into(), json!(TOOL_PROVIDER_VERSION_2));
+            metadata.insert("capabilities".into(), lists.capabilities);
+            metadata.insert("resourcesRevision".into(), json!(lists.resources_revision));
+            metadata.insert("promptsRevision".into(), json!(lists.prompts_revision));
+        } else {
+            metadata.insert("version".into(), json!(TOOL_PROVIDER_VERSION));
+        }
         Value::Object(metadata)
     }
 }
@@ -89,6 +124,8 @@ pub struct ProviderBuilder {
     extra_metadata: Map<String, Value>,
     duplicate_wait: Duration,
     cancel_grace: Duration,
+    surface: Option<Arc<dyn SurfaceHandler>>,
+    capabilities: Value,
 }
 
 impl ProviderBuilder {
@@ -131,6 +168,21 @@ impl ProviderBuilder {
         self
     }
 
+    /// Makes it a version-2 provider: the rest of the MCP surface
+    /// (resources, prompts, completion, logging, tasks) is served by
+    /// `handler`.
+    pub fn surface(mut self, handler: Arc<dyn SurfaceHandler>) -> Self {
+        self.surface = Some(handler);
+        self
+    }
+
+    /// A version-2 provider's `capabilities` (MCP's `ServerCapabilities`);
+    /// `{}` unless set.
+    pub fn capabilities(mut self, capabilities: Value) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
+
     /// Opens the ledger and registers the service on `client`'s hub.
     pub async fn register(self, client: &Client) -> Result<Provider, ToolsError> {
         validate_namespace(&self.namespace)?;
@@ -148,6 +200,12 @@ impl ProviderBuilder {
             duplicate_wait: self.duplicate_wait,
             cancel_grace: self.cancel_grace,
             extra_metadata: self.extra_metadata,
+            surface: self.surface,
+            lists: parking_lot::Mutex::new(Lists {
+                capabilities: self.capabilities,
+                resources_revision: 1,
+                prompts_revision: 1,
+            }),
             updating: tokio::sync::Mutex::new(()),
         });
         let metadata = shared.metadata(1);
@@ -207,6 +265,8 @@ impl Provider {
             extra_metadata: Map::new(),
             duplicate_wait: DEFAULT_DUPLICATE_WAIT,
             cancel_grace: DEFAULT_CANCEL_GRACE,
+            surface: None,
+            capabilities: json!({}),
         }
     }
 
@@ -221,6 +281,71 @@ impl Provider {
 
     pub fn tools_revision(&self) -> u64 {
         self.shared.tools.read().revision
+    }
+
+    /// 2 with a surface, else 1.
+    pub fn version(&self) -> u64 {
+        match self.shared.surface {
+            Some(_) => TOOL_PROVIDER_VERSION_2,
+            None => TOOL_PROVIDER_VERSION,
+        }
+    }
+
+    /// A version-2 provider's `capabilities`.
+    pub fn capabilities(&self) -> Value {
+        self.shared.lists.lock().capabilities.clone()
+    }
+
+    /// A version-2 provider's revision of `list`.
+    pub fn revision(&self, list: ListRevision) -> u64 {
+        let lists = self.shared.lists.lock();
+        match list {
+            ListRevision::Resources => lists.resources_revision,
+            ListRevision::Prompts => lists.prompts_revision,
+        }
+    }
+
+    /// Replaces a version-2 provider's `capabilities`; the metadata is
+    /// updated when they differ. Returns whether they did.
+    pub async fn set_capabilities(&self, capabilities: Value) -> Result<bool, ToolsError> {
+        self.change_lists(|lists| {
+            let changed = lists.capabilities != capabilities;
+            lists.capabilities = capabilities;
+            changed
+        })
+        .await
+    }
+
+    /// Says a version-2 provider's `list` may answer differently: its
+    /// revision grows by one and the metadata is updated, so consumers list
+    /// it again.
+    pub async fn bump_revision(&self, list: ListRevision) -> Result<(), ToolsError> {
+        self.change_lists(|lists| {
+            match list {
+                ListRevision::Resources => lists.resources_revision += 1,
+                ListRevision::Prompts => lists.prompts_revision += 1,
+            }
+            true
+        })
+        .await
+        .map(|_| ())
+    }
+
+    async fn change_lists(
+        &self,
+        change: impl FnOnce(&mut Lists) -> bool,
+    ) -> Result<bool, ToolsError> {
+        if self.shared.surface.is_none() {
+            return Ok(false);
+        }
+        let _one_change_at_a_time = self.shared.updating.lock().await;
+        let changed = change(&mut self.shared.lists.lock());
+        if changed {
+            let revision = self.shared.tools.read().revision;
+            self.service.update(&self.shared.metadata(revision)).await?;
+            tracing::debug!(namespace = %self.shared.namespace, "the provider's metadata changed");
+        }
+        Ok(changed)
     }
 
     /// Each tool's name and current `schemaPin`, in declaration order.
@@ -325,7 +450,19 @@ impl Handler for ProviderHandler {
                         ))
                     })
                 }
-                other => Err(method_not_found(other)),
+                _ => match shared.surface.clone() {
+                    Some(surface) => shared.handle_surface(surface, request).await,
+                    None => Err(method_not_found(&request.method)),
+                },
+            }
+        })
+    }
+
+    fn notification(&self, notification: Notification) -> BoxFuture<()> {
+        let surface = self.0.surface.clone();
+        Box::pin(async move {
+            if let Some(surface) = surface {
+                Shared::handle_surface_notification(surface, notification).await;
             }
         })
     }

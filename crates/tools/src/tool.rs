@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
+use switchboard_protocol::tool_call::ClientRef;
 use switchboard_protocol::{CallOrigin, ErrorObject, Principal};
 use tokio_util::sync::CancellationToken;
 
@@ -29,6 +30,10 @@ pub struct ToolSpec {
     /// Bumped by the provider when behaviour changes without a schema change;
     /// the last part of the tool's `schemaPin`.
     pub semantics: u64,
+    /// Other MCP members `tools/list` shows as they are (`execution`,
+    /// `icons`, `_meta`, ...); the members above win over one of the same
+    /// name here.
+    pub extra: Map<String, Value>,
 }
 
 impl ToolSpec {
@@ -41,6 +46,7 @@ impl ToolSpec {
             output_schema: None,
             annotations: None,
             semantics: 0,
+            extra: Map::new(),
         }
     }
 
@@ -90,6 +96,13 @@ impl ToolSpec {
     /// `openWorldHint`: the tool interacts with an open world of external entities.
     pub fn open_world(self, open_world: bool) -> Self {
         self.annotation("openWorldHint", open_world)
+    }
+
+    /// Another MCP member of the tool's listing, e.g. `("execution",
+    /// {"taskSupport": "optional"})`.
+    pub fn member(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
     }
 }
 
@@ -187,8 +200,16 @@ pub struct ToolCall {
     /// The authority, stamped by the hub.
     pub sender_principal: Principal,
     pub sender_client_id: String,
-    /// Reports progress to the caller when it asked for it.
+    /// Reports progress to the caller when it asked for it (to its callback
+    /// service when the call names one, else to its progress sink).
     pub progress: Progress,
+    /// Version 2: the caller's callback service and what its MCP client
+    /// declared; `None`: the caller takes no requests back.
+    pub client: Option<ClientRef>,
+    /// Version 2: MCP's `task` member; the handler answers with MCP's
+    /// `CreateTaskResult` (`{task}`), which the fence keeps as the call's
+    /// result.
+    pub task: Option<Value>,
     /// Cancelled when the caller cancels, times out or leaves. A handler that
     /// watches it can stop early; the SDK waits a bounded grace period after
     /// cancellation, then records the outcome as unknown.

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use crate::errors::{ArgumentError, MAX_ARGUMENT_ERRORS};
 use crate::pin::schema_pin;
@@ -61,7 +61,7 @@ impl RegisteredTool {
 
     fn listing(&self) -> Value {
         let spec = &self.spec;
-        let mut entry = Map::new();
+        let mut entry = spec.extra.clone();
         entry.insert("name".into(), json!(spec.name));
         if let Some(title) = &spec.title {
             entry.insert("title".into(), json!(title));

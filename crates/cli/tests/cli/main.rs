@@ -15,6 +15,7 @@ mod modules;
 mod newcomer;
 mod process;
 mod provide_mcp_fence;
+mod provide_mcp_v2;
 mod remote;
 mod secrets_at_rest;
 mod security;

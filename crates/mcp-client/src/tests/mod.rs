@@ -5,6 +5,7 @@
 mod calls;
 mod starting;
 mod supervision;
+mod surface;
 
 use std::path::Path;
 use std::sync::Arc;

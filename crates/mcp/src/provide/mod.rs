@@ -1,30 +1,52 @@
 //! `switchboard provide-mcp`: a stdio MCP server, supervised, published on
-//! the hub as a tool provider (so the fence and pins apply to its tools).
+//! the hub as a version-2 tool provider (so the fence and pins apply to its
+//! tools, and the rest of its surface reaches the hub's callers:
+//! `docs/reference/tool-calls.md` section 9).
 //!
 //! The MCP client layer (`switchboard-mcp-client`) starts, watches and
 //! restarts the child ([`Backoff::DEFAULT`]) and is the only writer of its
 //! connection: tool calls read it, and fail with `tool_unavailable`
 //! (nothing ran) while the child is down. This module publishes the
-//! child's tools again after each restart and each change.
+//! child's tools, capabilities and list revisions again after each restart
+//! and each change, and tells a restarted child what the callers had asked
+//! of the last one (subscriptions, logging level).
+//!
+//! - `backend.rs`: each hub call to the child, registered while it runs;
+//! - `calls.rs`: the calls in flight and the tasks they created, and the
+//!   attribution of what the child asks;
+//! - `callbacks.rs`: the child's requests and notifications, to the callers;
+//! - `surface.rs`: resources, prompts, completion, logging, tasks;
+//! - `listeners.rs`: subscriptions and logging levels;
+//! - `relay.rs`: what they share, the counters, the outbox.
 
 mod backend;
+mod callbacks;
+mod calls;
+mod listeners;
+mod relay;
+mod surface;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::Value;
-use switchboard_client::{Client, ConnectOptions, Endpoint};
+use serde_json::{json, Value};
+use switchboard_client::{CatalogEvent, Client, ConnectOptions, Endpoint};
 use switchboard_mcp_client::{
-    Backoff, Event, Restart, StartOptions, Supervised, SupervisedStart, Upstream,
+    Backoff, Event, ListKind, Restart, StartOptions, Supervised, SupervisedStart, Upstream,
 };
 use switchboard_tools::{
-    check_tool_spec, keep_connected, validate_namespace, Provider, ToolHandler, ToolSpec,
+    check_tool_spec, keep_connected, validate_namespace, ListRevision, Provider, ToolHandler,
+    ToolSpec,
 };
 use tokio_util::sync::CancellationToken;
 
 use backend::RelayHandler;
+use callbacks::Callbacks;
+use relay::Relay;
+pub use relay::RelayStats;
+use surface::Surface;
 
 use crate::Error;
 
@@ -67,60 +89,78 @@ pub async fn run_provider(
         initialize_timeout: CHILD_START_TIMEOUT,
         list_timeout: CHILD_START_TIMEOUT,
     };
+    let (relay, mut inboxes) = Relay::new(&options.namespace);
     let SupervisedStart {
         server,
         tools,
         mut events,
-    } = Supervised::start(child, start, Arc::new(()), Restart::After(Backoff::DEFAULT))
-        .await
-        .map_err(Error::Start)?;
-    let relay: Arc<dyn ToolHandler> =
-        Arc::new(RelayHandler::new(&options.namespace, server.clone()));
-    let (client, provider) = match register(&options, &tools, &relay).await {
+    } = Supervised::start(
+        child,
+        start,
+        Arc::new(Callbacks(relay.clone())),
+        Restart::After(Backoff::DEFAULT),
+    )
+    .await
+    .map_err(Error::Start)?;
+    let _ = relay.server.set(server.clone());
+    let tool_handler: Arc<dyn ToolHandler> = Arc::new(RelayHandler::new(relay.clone()));
+    let (client, provider) = match register(&options, &tools, &tool_handler, &relay).await {
         Ok(registered) => registered,
         Err(error) => {
             server.stop().await;
             return Err(error);
         }
     };
-    tracing::info!(namespace = %options.namespace, tools = tools.len(), "serving the MCP server's tools");
+    let _ = relay.hub.set(client.clone());
+    tracing::info!(namespace = %options.namespace, tools = tools.len(), "serving the MCP server");
+    let delivery = tokio::spawn(relay::deliver(client.clone(), inboxes.outbox));
+    let watch = tokio::spawn(watch_callback_services(client.clone(), relay.clone()));
     let connection = tokio::spawn(keep_connected(client.clone(), shutdown.clone(), |_| {}));
 
     loop {
-        let event = tokio::select! {
-            event = events.recv() => event,
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(Event::Restarted(tools)) => restarted(&provider, &relay, &tools, &tool_handler).await,
+                Some(Event::ToolsChanged(tools)) => publish(&provider, &tools, &tool_handler).await,
+                Some(Event::Ended) => {}
+                None => break,
+            },
+            Some(list) = inboxes.changes.recv() => bump(&provider, list).await,
             () = shutdown.cancelled() => break,
-        };
-        match event {
-            Some(Event::Restarted(tools) | Event::ToolsChanged(tools)) => {
-                publish(&provider, &tools, &relay).await
-            }
-            Some(Event::Ended) => {}
-            None => break,
         }
     }
 
     server.stop().await;
     let _ = provider.unregister().await;
     client.close();
-    connection.abort();
+    for task in [delivery, watch, connection] {
+        task.abort();
+    }
+    tracing::info!(namespace = %options.namespace, stats = ?relay.stats(), "the MCP server's relay stopped");
     Ok(())
 }
 
-/// Connects to the hub and registers the provider with the child's tools.
+/// Connects to the hub and registers the provider with the child's tools
+/// and capabilities.
 async fn register(
     options: &ProvideOptions,
     tools: &[Value],
-    relay: &Arc<dyn ToolHandler>,
+    tool_handler: &Arc<dyn ToolHandler>,
+    relay: &Arc<Relay>,
 ) -> Result<(Client, Provider), Error> {
     let client = Client::connect_with(ConnectOptions {
         endpoint: options.endpoint.clone(),
         client_name: format!("switchboard provide-mcp {}", options.namespace),
     })
     .await?;
+    let capabilities = relay
+        .connection()
+        .map_or_else(|| json!({}), |connection| connection.server_capabilities());
     let provider = Provider::builder(&options.namespace)
         .ledger_path(ledger_path(&options.hub_dir, &options.namespace))
-        .tools(tool_specs(tools, relay))
+        .tools(tool_specs(tools, tool_handler))
+        .capabilities(capabilities)
+        .surface(Arc::new(Surface(relay.clone())))
         .metadata(
             "command",
             Value::String(options.command.to_string_lossy().into_owned()),
@@ -128,6 +168,55 @@ async fn register(
         .register(&client)
         .await?;
     Ok((client, provider))
+}
+
+/// A new child: its tools, capabilities and lists published again (its
+/// resources and prompts may differ from the last one's), and what the
+/// callers asked of the last one asked of it.
+async fn restarted(
+    provider: &Provider,
+    relay: &Relay,
+    tools: &[Value],
+    tool_handler: &Arc<dyn ToolHandler>,
+) {
+    publish(provider, tools, tool_handler).await;
+    let Some(connection) = relay.connection() else {
+        return;
+    };
+    if let Err(error) = provider
+        .set_capabilities(connection.server_capabilities())
+        .await
+    {
+        tracing::warn!(%error, "cannot publish the MCP server's capabilities");
+    }
+    bump(provider, ListKind::Resources).await;
+    bump(provider, ListKind::Prompts).await;
+    relay.restore(&connection).await;
+}
+
+/// The child said a list changed: consumers list it again.
+async fn bump(provider: &Provider, list: ListKind) {
+    let list = match list {
+        ListKind::Resources => ListRevision::Resources,
+        ListKind::Prompts => ListRevision::Prompts,
+        ListKind::Tools => return,
+    };
+    if let Err(error) = provider.bump_revision(list).await {
+        tracing::warn!(%error, ?list, "cannot publish a list change of the MCP server");
+    }
+}
+
+/// Forgets the subscriptions and logging levels of callback services that
+/// leave the catalog.
+async fn watch_callback_services(client: Client, relay: Arc<Relay>) {
+    let Ok(mut catalog) = client.catalog().await else {
+        return;
+    };
+    while let Some(event) = catalog.next_event().await {
+        if let CatalogEvent::Removed { service_id, .. } = event {
+            relay.service_gone(&service_id).await;
+        }
+    }
 }
 
 /// The child, started again on each restart; its stderr is this process's.
@@ -148,8 +237,9 @@ fn command_line(options: &ProvideOptions) -> String {
         .join(" ")
 }
 
-/// The child's tools as the provider declares them (same names); a tool the
-/// SDK would refuse (bad name, uncompilable schema) is skipped and logged.
+/// The child's tools as the provider declares them (same names, every
+/// other MCP member kept); a tool the SDK would refuse (bad name,
+/// uncompilable schema) is skipped and logged.
 fn tool_specs(
     tools: &[Value],
     relay: &Arc<dyn ToolHandler>,
@@ -165,6 +255,13 @@ fn tool_specs(
             spec.description = value["description"].as_str().map(str::to_owned);
             spec.output_schema = value.get("outputSchema").cloned();
             spec.annotations = value.get("annotations").and_then(Value::as_object).cloned();
+            if let Some(members) = value.as_object() {
+                spec.extra = members
+                    .iter()
+                    .filter(|(key, _)| !LISTED.contains(&key.as_str()))
+                    .map(|(key, value)| (key.clone(), value.clone()))
+                    .collect();
+            }
             match check_tool_spec(&spec) {
                 Ok(()) => Some((spec, relay.clone())),
                 Err(error) => {
@@ -175,6 +272,16 @@ fn tool_specs(
         })
         .collect()
 }
+
+/// The members of a tool `ToolSpec` has fields for.
+const LISTED: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+];
 
 async fn publish(provider: &Provider, tools: &[Value], relay: &Arc<dyn ToolHandler>) {
     if let Err(error) = provider.set_tools(tool_specs(tools, relay)).await {

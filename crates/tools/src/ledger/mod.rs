@@ -12,8 +12,11 @@
 //! with the exact answer, or `unknown`) or [`Reservation::not_run`] (the row
 //! is removed: nothing happened, the key may be used again). A process that
 //! dies leaves `running` rows; the next open turns them into `unknown`.
+//!
+//! The same file keeps who created which task (`tasks.rs`).
 
 mod store;
+mod tasks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +28,8 @@ use switchboard_protocol::{ErrorCode, ErrorObject};
 use tokio::sync::oneshot;
 
 use store::{State, Store};
+use tasks::TaskCommand;
+pub use tasks::TaskOwner;
 
 /// How long settled calls are remembered (see `docs/tool-calls.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,6 +152,7 @@ enum Command {
     Counts {
         reply: oneshot::Sender<Result<LedgerCounts, LedgerError>>,
     },
+    Task(TaskCommand),
 }
 
 enum BeginReply {
@@ -404,6 +410,7 @@ impl Worker {
                     }
                 }));
             }
+            Command::Task(command) => command.handle(&self.store, now_ms()),
         }
     }
 

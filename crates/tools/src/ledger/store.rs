@@ -12,8 +12,8 @@ use switchboard_protocol::ErrorObject;
 
 use super::{FenceKey, Fingerprint, LedgerError, Outcome, Retention};
 
-/// Bumped when the table layout changes.
-const SCHEMA_VERSION: i64 = 1;
+/// Bumped when the table layout changes (2: the `tasks` table).
+const SCHEMA_VERSION: i64 = 2;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS calls (
@@ -118,6 +118,7 @@ impl Store {
             });
         }
         tx.execute_batch(CREATE).map_err(sqlite)?;
+        tx.execute_batch(super::tasks::CREATE).map_err(sqlite)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sqlite)?;
         let recovered = tx
@@ -131,7 +132,11 @@ impl Store {
         Ok(recovered as u64)
     }
 
-    fn error(&self, source: rusqlite::Error) -> LedgerError {
+    pub(super) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    pub(super) fn error(&self, source: rusqlite::Error) -> LedgerError {
         LedgerError::Sqlite {
             path: self.path.clone(),
             error: source,
@@ -253,7 +258,8 @@ impl Store {
     /// Forgets settled calls older than `max_age`, then the oldest settled
     /// ones beyond `max_settled`. `running` and `unknown` rows are never
     /// pruned: forgetting them would let a call whose outcome is unknown run
-    /// a second time.
+    /// a second time. Tasks older than `max_age` go too. Returns how many
+    /// calls were forgotten.
     pub(crate) fn prune(&self, retention: &Retention, now_ms: i64) -> Result<u64, LedgerError> {
         let cutoff =
             now_ms.saturating_sub(i64::try_from(retention.max_age.as_millis()).unwrap_or(i64::MAX));
@@ -274,6 +280,7 @@ impl Store {
                 params![i64::try_from(retention.max_settled).unwrap_or(i64::MAX)],
             )
             .map_err(|e| self.error(e))?;
+        self.prune_tasks(retention, now_ms)?;
         Ok((by_age + by_count) as u64)
     }
 

@@ -206,3 +206,32 @@ async fn retention_keeps_the_newest_settled_and_every_unknown() {
     let counts = ledger.counts().await.unwrap();
     assert_eq!((counts.settled, counts.unknown), (0, 1));
 }
+
+#[tokio::test]
+async fn task_creators_are_kept_across_reopen_and_the_newest_task_of_an_id_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tasks.sqlite");
+    let ledger = Ledger::open(&path, Retention::default()).await.unwrap();
+    let alice = TaskOwner {
+        principal: r#"{"kind":"reserved","module_id":"alice"}"#.into(),
+        call_key: Some("k-1".into()),
+    };
+    let bob = TaskOwner {
+        principal: r#"{"kind":"direct"}"#.into(),
+        call_key: None,
+    };
+    ledger.record_task("t-1", alice.clone()).await.unwrap();
+    ledger.record_task("t-2", alice.clone()).await.unwrap();
+    drop(ledger);
+    let ledger = open_when_free(&path).await;
+    assert_eq!(ledger.task_owner("t-1").await.unwrap(), Some(alice.clone()));
+    assert_eq!(ledger.task_owner("t-9").await.unwrap(), None);
+    assert_eq!(
+        ledger.tasks_of(&alice.principal).await.unwrap(),
+        ["t-1", "t-2"]
+    );
+    // A restarted server handed the id out again, to another caller.
+    ledger.record_task("t-1", bob.clone()).await.unwrap();
+    assert_eq!(ledger.task_owner("t-1").await.unwrap(), Some(bob));
+    assert_eq!(ledger.tasks_of(&alice.principal).await.unwrap(), ["t-2"]);
+}

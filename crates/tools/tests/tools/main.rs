@@ -7,3 +7,4 @@ mod support;
 mod consumer;
 mod fence;
 mod provider;
+mod version2;

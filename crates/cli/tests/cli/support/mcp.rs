@@ -83,6 +83,8 @@ pub trait McpHub {
     fn provide(&self, namespace: &str) -> Process;
     /// While this file exists, the namespace's test server refuses to start.
     fn refuse_file(&self, namespace: &str) -> PathBuf;
+    /// Where the namespace's test server appends each tool it runs.
+    fn runs_file(&self, namespace: &str) -> PathBuf;
     /// [`McpHub::provide`], returned once the provider is in the catalog.
     async fn provide_listed(&self, namespace: &str) -> Process;
     /// `switchboard mcp` with the official MCP client on its stdio.
@@ -100,6 +102,7 @@ impl McpHub for HubProcess {
             .arg("--")
             .arg(test_server_bin())
             .env("MCP_TEST_SERVER_REFUSE_START", self.refuse_file(namespace))
+            .env("MCP_TEST_SERVER_LOG", self.runs_file(namespace))
             .env("RUST_LOG", log_filter())
             .stdin(Stdio::null())
             .spawn()
@@ -109,6 +112,10 @@ impl McpHub for HubProcess {
 
     fn refuse_file(&self, namespace: &str) -> PathBuf {
         self.path(&format!("refuse-{namespace}"))
+    }
+
+    fn runs_file(&self, namespace: &str) -> PathBuf {
+        self.path(&format!("runs-{namespace}"))
     }
 
     async fn provide_listed(&self, namespace: &str) -> Process {

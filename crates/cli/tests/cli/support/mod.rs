@@ -3,6 +3,8 @@
 //! particular to this binary's tests:
 //!
 //! - [`browser`]: a headless chromium driven through the DevTools protocol;
+//! - [`callback`]: a hub client with a callback service, as a version-2
+//!   consumer has one;
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`fabric`]: a `nats-server` and hubs joined over it (federation);
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
@@ -13,6 +15,7 @@
 //! `acp/support`.
 
 pub mod browser;
+pub mod callback;
 pub mod commands;
 pub mod fabric;
 pub mod faults;

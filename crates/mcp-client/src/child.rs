@@ -1,0 +1,113 @@
+//! A stdio server's transport: the child process, rmcp's line framing over
+//! its stdin and stdout, and the [`WireTap`] in between.
+//!
+//! Stopping it is MCP's stdio shutdown, as rmcp's own child transport does
+//! it: stdin closed, then SIGTERM after [`EXIT_WAIT`], then SIGKILL after
+//! another; a transport dropped without being closed kills the child.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
+use rmcp::RoleClient;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use crate::tap::{TapRead, WireTap};
+
+/// How long a child may take to exit after each step of its shutdown.
+const EXIT_WAIT: Duration = Duration::from_secs(3);
+
+pub(crate) struct ChildTransport {
+    /// `None` once it has exited or been killed.
+    child: Option<Child>,
+    wire: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChildStdin>,
+    tap: Arc<WireTap>,
+}
+
+impl ChildTransport {
+    /// Spawns `command` with piped stdin and stdout and `stderr` as given;
+    /// the child's stderr is returned when it is piped.
+    pub(crate) fn spawn(
+        mut command: Command,
+        stderr: std::process::Stdio,
+        tap: Arc<WireTap>,
+    ) -> std::io::Result<(ChildTransport, Option<ChildStderr>)> {
+        command
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(stderr)
+            .kill_on_drop(true);
+        let mut child = command.spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the child's stdio is not piped"));
+        };
+        let stderr = child.stderr.take();
+        let wire = AsyncRwTransport::new(TapRead::new(stdout, tap.clone()), stdin);
+        Ok((
+            ChildTransport {
+                child: Some(child),
+                wire,
+                tap,
+            },
+            stderr,
+        ))
+    }
+
+    pub(crate) fn id(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    async fn shut_down(&mut self) -> std::io::Result<()> {
+        self.wire.close().await?;
+        let Some(child) = self.child.as_mut() else {
+            return Ok(());
+        };
+        if exited_within(child).await {
+            self.child = None;
+            return Ok(());
+        }
+        if let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) {
+            // SAFETY: kill(2) with a pid this transport spawned and has not
+            // reaped (`Child::id` is `None` once it has been).
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            if exited_within(child).await {
+                self.child = None;
+                return Ok(());
+            }
+        }
+        let killed = child.kill().await;
+        self.child = None;
+        killed
+    }
+}
+
+async fn exited_within(child: &mut Child) -> bool {
+    matches!(
+        tokio::time::timeout(EXIT_WAIT, child.wait()).await,
+        Ok(Ok(_))
+    )
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // Before the write: an answer cannot come before the tap knows.
+        self.tap.outgoing(&item);
+        self.wire.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.wire.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.shut_down()
+    }
+}

@@ -1,0 +1,277 @@
+//! The wire as the server wrote it, for callers that pass MCP through
+//! untouched: rmcp decodes every message into its own model, which drops
+//! members it does not know (a tool's `execution`, the `tasks` capability,
+//! a 2025-11-25 task's `ttl` and `pollInterval`). A stdio connection's
+//! reader hands each line to its tap before rmcp decodes it, and its writer
+//! tells the tap which of our requests want their result raw, so the raw
+//! text is in place before rmcp wakes the caller.
+//!
+//! What the tap keeps is bounded: a raw result only for a request still
+//! awaited (a caller that gives up removes its entry), and at most
+//! [`MAX_SERVER_REQUESTS`] params of the server's own requests.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use parking_lot::Mutex;
+use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
+use rmcp::service::TxJsonRpcMessage;
+use rmcp::RoleClient;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// The server's requests whose params are kept until their handler takes
+/// them; older ones are forgotten first.
+const MAX_SERVER_REQUESTS: usize = 256;
+/// A line longer than this is not kept (rmcp's own bound drops it too).
+const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+#[derive(Default)]
+pub(crate) struct WireTap {
+    state: Mutex<TapState>,
+}
+
+#[derive(Default)]
+struct TapState {
+    /// Our requests whose raw result is wanted, from the moment they are
+    /// written until they are answered or abandoned.
+    awaiting: HashSet<RequestId>,
+    results: HashMap<RequestId, Box<RawValue>>,
+    /// The id of our `initialize`, until it is answered.
+    initialize: Option<RequestId>,
+    initialize_result: Option<Box<RawValue>>,
+    server_requests: HashMap<RequestId, Box<RawValue>>,
+    server_order: VecDeque<RequestId>,
+}
+
+/// The members of a message the tap reads; the rest is skipped unparsed.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(default)]
+    id: Option<RequestId>,
+    #[serde(default, borrow)]
+    method: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    result: Option<&'a RawValue>,
+}
+
+impl WireTap {
+    /// Called by the writer for every message it is about to write.
+    pub(crate) fn outgoing(&self, message: &TxJsonRpcMessage<RoleClient>) {
+        let JsonRpcMessage::Request(request) = message else {
+            return;
+        };
+        let mut state = self.state.lock();
+        match &request.request {
+            // Every request this crate sends for a raw answer is a custom one.
+            ClientRequest::CustomRequest(_) => {
+                state.awaiting.insert(request.id.clone());
+            }
+            ClientRequest::InitializeRequest(_) => state.initialize = Some(request.id.clone()),
+            _ => {}
+        }
+    }
+
+    /// Called by the reader for every line the server wrote, before rmcp
+    /// decodes it.
+    pub(crate) fn incoming(&self, line: &[u8]) {
+        let Ok(peek) = serde_json::from_slice::<Peek<'_>>(line) else {
+            return;
+        };
+        let Some(id) = peek.id else {
+            return;
+        };
+        let mut state = self.state.lock();
+        match (peek.method, peek.result) {
+            (Some(_), _) => {
+                let params = peek
+                    .params
+                    .map_or_else(|| raw("{}"), |params| params.to_owned());
+                if state.server_order.len() >= MAX_SERVER_REQUESTS {
+                    if let Some(oldest) = state.server_order.pop_front() {
+                        state.server_requests.remove(&oldest);
+                    }
+                }
+                state.server_order.push_back(id.clone());
+                state.server_requests.insert(id, params);
+            }
+            (None, Some(result)) => {
+                if state.initialize.as_ref() == Some(&id) {
+                    state.initialize = None;
+                    state.initialize_result = Some(result.to_owned());
+                } else if state.awaiting.remove(&id) {
+                    state.results.insert(id, result.to_owned());
+                }
+            }
+            // An error answer: rmcp's error type keeps all of it.
+            (None, None) => {
+                state.awaiting.remove(&id);
+            }
+        }
+    }
+
+    /// The raw result of our request `id`, once answered.
+    pub(crate) fn take_result(&self, id: &RequestId) -> Option<Box<RawValue>> {
+        let mut state = self.state.lock();
+        state.awaiting.remove(id);
+        state.results.remove(id)
+    }
+
+    /// Our request `id` is no longer awaited (its caller gave up).
+    pub(crate) fn abandon(&self, id: &RequestId) {
+        let mut state = self.state.lock();
+        state.awaiting.remove(id);
+        state.results.remove(id);
+    }
+
+    /// The params of the server's request `id`, as it sent them.
+    pub(crate) fn take_server_request(&self, id: &RequestId) -> Option<Box<RawValue>> {
+        let mut state = self.state.lock();
+        let params = state.server_requests.remove(id)?;
+        state.server_order.retain(|kept| kept != id);
+        Some(params)
+    }
+
+    /// The server's answer to `initialize`, as it sent it.
+    pub(crate) fn initialize_result(&self) -> Option<Box<RawValue>> {
+        self.state.lock().initialize_result.clone()
+    }
+}
+
+fn raw(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_owned()).unwrap_or_else(|_| Box::<RawValue>::default())
+}
+
+/// Removes an abandoned request's entry when the caller's future is dropped
+/// before its answer was taken.
+pub(crate) struct Awaited {
+    pub(crate) tap: Option<Arc<WireTap>>,
+    pub(crate) id: RequestId,
+}
+
+impl Awaited {
+    /// The raw result, if the tap has it; the entry is gone afterwards.
+    pub(crate) fn take(mut self) -> Option<Box<RawValue>> {
+        self.tap.take()?.take_result(&self.id)
+    }
+}
+
+impl Drop for Awaited {
+    fn drop(&mut self) {
+        if let Some(tap) = self.tap.take() {
+            tap.abandon(&self.id);
+        }
+    }
+}
+
+/// A reader that shows each complete line to the tap as it passes.
+pub(crate) struct TapRead<R> {
+    inner: R,
+    tap: Arc<WireTap>,
+    line: Vec<u8>,
+    /// Skipping the rest of a line longer than [`MAX_LINE_BYTES`].
+    discarding: bool,
+}
+
+impl<R> TapRead<R> {
+    pub(crate) fn new(inner: R, tap: Arc<WireTap>) -> Self {
+        TapRead {
+            inner,
+            tap,
+            line: Vec::new(),
+            discarding: false,
+        }
+    }
+
+    fn saw(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            let newline = bytes.iter().position(|b| *b == b'\n');
+            let take = newline.map_or(bytes.len(), |at| at + 1);
+            let (part, rest) = bytes.split_at(take);
+            bytes = rest;
+            if !self.discarding {
+                if self.line.len() + part.len() > MAX_LINE_BYTES {
+                    self.line.clear();
+                    self.discarding = true;
+                } else {
+                    self.line.extend_from_slice(part);
+                }
+            }
+            if newline.is_some() {
+                if !self.discarding {
+                    self.tap.incoming(&self.line);
+                }
+                self.line.clear();
+                self.discarding = false;
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = polled {
+            let filled = buf.filled()[before..].to_vec();
+            this.saw(&filled);
+        }
+        polled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_result_is_kept_only_while_awaited() {
+        let tap = WireTap::default();
+        let id = RequestId::Number(3);
+        tap.state.lock().awaiting.insert(id.clone());
+        tap.incoming(br#"{"jsonrpc":"2.0","id":3,"result":{"tools":[],"extra":{"x":1}}}"#);
+        assert_eq!(
+            tap.take_result(&id).unwrap().get(),
+            r#"{"tools":[],"extra":{"x":1}}"#
+        );
+        // Not awaited (never, or abandoned): not kept.
+        tap.incoming(br#"{"jsonrpc":"2.0","id":4,"result":{}}"#);
+        assert!(tap.take_result(&RequestId::Number(4)).is_none());
+    }
+
+    #[test]
+    fn server_requests_are_bounded() {
+        let tap = WireTap::default();
+        for id in 0..(MAX_SERVER_REQUESTS + 10) {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"roots/list"}}"#);
+            tap.incoming(line.as_bytes());
+        }
+        assert!(tap.take_server_request(&RequestId::Number(0)).is_none());
+        let last = RequestId::Number((MAX_SERVER_REQUESTS + 9) as i64);
+        assert_eq!(tap.take_server_request(&last).unwrap().get(), "{}");
+    }
+
+    #[test]
+    fn lines_split_across_reads_are_seen_whole() {
+        let tap = Arc::new(WireTap::default());
+        tap.state.lock().awaiting.insert(RequestId::Number(1));
+        let mut read = TapRead::new(tokio::io::empty(), tap.clone());
+        read.saw(br#"{"jsonrpc":"2.0","id":1,"res"#);
+        read.saw(b"ult\":{\"a\":1}}\n{\"jsonrpc\"");
+        assert_eq!(
+            tap.take_result(&RequestId::Number(1)).unwrap().get(),
+            r#"{"a":1}"#
+        );
+    }
+}
