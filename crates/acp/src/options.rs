@@ -4,14 +4,20 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use switchboard_client::Endpoint;
+
 use crate::models::ModelEntry;
 
 /// Everything the front needs to run.
 #[derive(Debug, Clone)]
 pub struct AcpOptions {
-    /// The hub directory: where `hub.json` is read from and the session
-    /// store lives (`<hub_dir>/acp/sessions.sqlite3`).
+    /// The hub directory: where the session store lives
+    /// (`<hub_dir>/acp/sessions.sqlite3`), on this machine even when the
+    /// hub is not.
     pub hub_dir: PathBuf,
+    /// How the front reaches the hub (its directory's `hub.json`, or a
+    /// remote hub's URL with a named principal's token).
+    pub endpoint: Endpoint,
     /// The default model (value `default` of the `model` config option).
     pub model: ModelOptions,
     /// More models sessions may switch to: the config file's

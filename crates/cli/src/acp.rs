@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use switchboard_acp::{AcpOptions, FrontLimits, ModelOptions};
-use switchboard_discovery as dir;
 
-use crate::serve::DirArgs;
+use crate::connect::HubArgs;
 
 /// The environment variable the model API key is read from (never a flag, so
 /// it stays out of process listings and editor settings).
@@ -17,7 +16,7 @@ const API_KEY_VAR: &str = "SWITCHBOARD_MODEL_API_KEY";
 #[derive(clap::Args, Debug)]
 pub struct AcpArgs {
     #[command(flatten)]
-    dir: DirArgs,
+    hub: HubArgs,
     /// Base URL of an OpenAI-compatible API; requests go to
     /// URL/chat/completions (e.g. https://api.openai.com/v1,
     /// http://127.0.0.1:11434/v1 for Ollama).
@@ -77,8 +76,10 @@ pub async fn acp(args: AcpArgs) -> anyhow::Result<()> {
         None => Default::default(),
     };
     let defaults = FrontLimits::default();
+    let (endpoint, _) = args.hub.endpoint()?;
     let options = AcpOptions {
-        hub_dir: dir::hub_dir(args.dir.dir.as_deref()),
+        hub_dir: args.hub.hub_dir(),
+        endpoint,
         models,
         model: ModelOptions {
             base_url: args.model_url,

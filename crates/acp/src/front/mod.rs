@@ -33,7 +33,6 @@ use agent_client_protocol::v1::schema::{
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error, ErrorCode};
 use serde_json::{json, Value};
-use switchboard_client::Endpoint;
 use switchboard_tools::consumer::{ConsumerOptions, HubTools};
 use tokio::sync::OnceCell;
 use tokio_util::task::TaskTracker;
@@ -152,7 +151,7 @@ impl Front {
             sessions: SessionTable::new(limits.max_sessions),
             routes: Arc::new(Routes::default()),
             hub: HubTools::start(ConsumerOptions {
-                endpoint: Endpoint::Dir(Some(options.hub_dir.clone())),
+                endpoint: options.endpoint.clone(),
                 client_name: "switchboard acp".into(),
             }),
             store,
