@@ -12,8 +12,9 @@
 //! and `/healthz`; its upgrade gets 503.
 //!
 //! The remote listener (`--remote`, `tls.rs`) serves the same router over
-//! TLS: the accept loop is the same, and the TLS handshake runs inside the
-//! socket's slot, bounded by [`HEAD_TIMEOUT`] like the head.
+//! TLS, limited to `/` and `/healthz` ([`REMOTE_PATHS`]): the accept loop
+//! is the same, and the TLS handshake runs inside the socket's slot,
+//! bounded by [`HEAD_TIMEOUT`] like the head.
 //!
 //! Browser defences, first thing after the head (`guard`): an `Origin`
 //! header not in the allow-list gets 403 (web pages always send one; other
@@ -163,11 +164,15 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
     response
 }
 
+/// What the remote listener serves: the upgrade and the health check.
+const REMOTE_PATHS: [&str; 2] = ["/", "/healthz"];
+
 /// The browser defences: a 403 for a non-loopback Host on a loopback
 /// socket (DNS rebinding) or an Origin the policy does not allow.
 fn refusal(hub: &HubState, request: &Request) -> Option<Response> {
     let socket = request.extensions().get::<Socket>().cloned();
     let loopback = socket.as_ref().is_some_and(|s| s.loopback);
+    let remote = socket.as_ref().is_some_and(|s| s.remote);
     let peer = socket.map(|s| s.peer);
     let headers = request.headers();
     if loopback {
@@ -190,6 +195,18 @@ fn refusal(hub: &HubState, request: &Request) -> Option<Response> {
             );
             return Some(text(StatusCode::FORBIDDEN, "Origin not allowed\n"));
         }
+    }
+    // After the browser defences (a refused page gets their 403). Least
+    // privilege on the network: the remote listener serves the
+    // upgrade (which then needs a named principal's token) and `/healthz`,
+    // nothing that answers without a token (`/metrics` names modules and
+    // hubs; the dashboard's pages and login are the hub owner's, on
+    // loopback).
+    if remote && !REMOTE_PATHS.contains(&request.uri().path()) {
+        return Some(text(
+            StatusCode::NOT_FOUND,
+            "not served on the remote listener\n",
+        ));
     }
     None
 }

@@ -227,3 +227,48 @@ async fn allow_unverified_never_admits_anyone_on_the_remote_listener() {
     .await;
     assert!(closed.is_ok(), "the refused connection stays open");
 }
+
+/// One HTTP GET of `path` over TLS to the remote listener; the whole answer.
+async fn get_over_tls(base: &str, der: Vec<u8>, path: &str) -> String {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(der.into()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(format!("127.0.0.1:{}", port_of(base)))
+        .await
+        .unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = connector.connect(name, tcp).await.unwrap();
+    let head = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(15), tls.read_to_end(&mut got)).await;
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test]
+async fn the_remote_listener_serves_only_the_upgrade_and_the_health_check() {
+    let temp = tempfile::tempdir().unwrap();
+    let named = token_of("explorer");
+    let (hub, base, der) = remote_hub(
+        &temp,
+        &format!("[principals.explorer]\ntoken = \"{named}\"\n"),
+    )
+    .await;
+    let health = get_over_tls(&base, der.clone(), "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    // Nothing that answers without a token: not the metrics (module and
+    // hub names), not the dashboard's pages or its login exchange.
+    for path in ["/metrics", "/ui/", "/ui/login?code=x", "/nothing"] {
+        let answer = get_over_tls(&base, der.clone(), path).await;
+        assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
+        assert!(answer.contains("not served on the remote listener"), "{answer}");
+        assert!(!answer.contains("switchboard_"), "{path}: {answer}");
+    }
+    drop(hub);
+}
