@@ -280,6 +280,19 @@ impl Policy {
         }
     }
 
+    /// Whether `caller` may discover, notify and request a **callback
+    /// service** (hub protocol section 13: metadata `"callback": true`) of
+    /// `owner` through the callback rule: exactly when `owner` may `request`
+    /// services of `caller` under this policy (the reverse of the owner's
+    /// request grants, `direct`'s and a principal's own included).
+    ///
+    /// Only ever asked after [`Policy::allows`] refused (`registry`), so a
+    /// message to an ordinary service never pays for it. Being a function of
+    /// the policy alone, it is re-decided by every reload like any grant.
+    pub fn allows_callback(&self, caller: &Principal, owner: &Principal) -> bool {
+        self.allows(owner, caller, Action::Request)
+    }
+
     /// Whether a WebSocket upgrade carrying this `Origin` is accepted.
     pub fn origin_allowed(&self, origin: &str) -> bool {
         self.allowed_origins.iter().any(|allowed| allowed == origin)
@@ -433,6 +446,46 @@ mod tests {
         assert_eq!(described["grants"][0]["from"], "b/direct");
         assert_eq!(described["grants"][0]["to"], "direct");
         assert_eq!(described["grants"][1]["from"], "unverified");
+    }
+
+    #[test]
+    fn the_callback_rule_is_the_reverse_of_the_owners_request_grants() {
+        let policy = Policy::new(
+            "t",
+            vec![],
+            vec![
+                Grant::new(
+                    Selector::named("consumer"),
+                    Selector::named("module"),
+                    &[Action::Request],
+                ),
+                Grant::new(
+                    Selector::named("consumer"),
+                    Selector::named("viewer"),
+                    &[Action::Discover, Action::Notify],
+                ),
+                Grant::new(
+                    Selector::on_hub("b/consumer").unwrap(),
+                    Selector::named("module"),
+                    &[Action::Request],
+                ),
+            ],
+            false,
+            vec![],
+        );
+        let consumer = Principal::reserved("consumer");
+        let module = Principal::reserved("module");
+        // module may use consumer's callback services: consumer may request module.
+        assert!(policy.allows_callback(&module, &consumer));
+        assert!(!policy.allows_callback(&consumer, &module));
+        // Only `request` grants count.
+        assert!(!policy.allows_callback(&Principal::reserved("viewer"), &consumer));
+        // Across hubs: grants naming HUB/PRINCIPAL, as usual.
+        assert!(policy.allows_callback(&module, &consumer.clone().on_hub("b")));
+        assert!(!policy.allows_callback(&module, &consumer.clone().on_hub("c")));
+        // `direct` may request everything, so everyone may use its callback services.
+        assert!(policy.allows_callback(&module, &Principal::Direct));
+        assert!(!policy.allows_callback(&module, &Principal::Direct.on_hub("b")));
     }
 
     #[test]
