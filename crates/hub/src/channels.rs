@@ -73,7 +73,9 @@ pub fn subscribe(
         respond(&items, seq);
     };
     if listed.catalog() {
-        registry.subscribe(conn, |snapshot, seq| assemble(Some(snapshot), seq));
+        // A URI in `initialSubscriptions` carries no params: no
+        // `{"callbacks": true}` (hub protocol section 13).
+        registry.subscribe(conn, false, |snapshot, seq| assemble(Some(snapshot), seq));
     } else {
         assemble(None, registry.server_seq());
     }

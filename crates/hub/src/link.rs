@@ -42,7 +42,7 @@ use crate::conn::{Conn, Identity, Transport};
 use crate::metrics::Counters;
 use crate::outbound::Batch;
 use crate::policy::PrincipalRef;
-use crate::registry::LastRoute;
+use crate::registry::{callback_flag, CallbackFlagError, LastRoute, RemoteUpdate};
 use crate::requests;
 use crate::router;
 use crate::state::HubState;
@@ -108,6 +108,13 @@ pub enum RemoteServiceError {
     RemotePrincipal(String),
     #[error("metadata is not a JSON object of at most {max} bytes nesting at most {MAX_METADATA_DEPTH} levels")]
     Metadata { max: u64 },
+    #[error("metadata of service {id:?}: {error}")]
+    Callback {
+        id: String,
+        error: CallbackFlagError,
+    },
+    #[error("service {0:?} cannot become a callback service or stop being one")]
+    CallbackChanged(String),
     #[error("service id {0:?} is taken")]
     Taken(String),
     #[error("this link lists no service {0:?}")]
@@ -206,12 +213,13 @@ impl Link {
     /// Lists a service of the link's hub in this hub's catalog (an `added`
     /// action for every subscriber whose grants let it see it).
     pub fn add_service(&self, service: RemoteService<'_>) -> Result<(), RemoteServiceError> {
-        let (json, principal) = self.service_json(&service)?;
+        let (json, principal, callback) = self.service_json(&service)?;
         if !self.hub.registry.register_remote(
             &self.conn,
             service.service_id,
             json,
             PrincipalRef::new(principal),
+            callback,
         ) {
             return Err(RemoteServiceError::Taken(service.service_id.into()));
         }
@@ -220,15 +228,16 @@ impl Link {
 
     /// New metadata for a service this link listed (an `updated` action).
     pub fn update_service(&self, service: RemoteService<'_>) -> Result<(), RemoteServiceError> {
-        let (json, _) = self.service_json(&service)?;
-        if self
+        let (json, _, callback) = self.service_json(&service)?;
+        let id = service.service_id;
+        match self
             .hub
             .registry
-            .update_remote(&self.conn, service.service_id, json, service.metadata)
+            .update_remote(&self.conn, id, json, service.metadata, callback)
         {
-            Ok(())
-        } else {
-            Err(RemoteServiceError::Unknown(service.service_id.into()))
+            RemoteUpdate::Updated => Ok(()),
+            RemoteUpdate::Unknown => Err(RemoteServiceError::Unknown(id.into())),
+            RemoteUpdate::CallbackChanged => Err(RemoteServiceError::CallbackChanged(id.into())),
         }
     }
 
@@ -253,11 +262,14 @@ impl Link {
         self.hub.registry.owned_count(&self.conn)
     }
 
-    /// The `Service` object with `hub`, and the owner's principal on its hub.
+    /// The `Service` object with `hub`, the owner's principal on its hub,
+    /// and whether it is a callback service (its metadata's `callback`, read
+    /// as for a local service: the owner's hub decides who may use it, this
+    /// hub who may see it and send to it, each by its own grants).
     fn service_json(
         &self,
         service: &RemoteService<'_>,
-    ) -> Result<(Box<str>, Principal), RemoteServiceError> {
+    ) -> Result<(Box<str>, Principal, bool), RemoteServiceError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(RemoteServiceError::Closed);
         }
@@ -285,6 +297,11 @@ impl Link {
         if !metadata_ok {
             return Err(RemoteServiceError::Metadata { max });
         }
+        let callback =
+            callback_flag(service.metadata).map_err(|error| RemoteServiceError::Callback {
+                id: service.service_id.into(),
+                error,
+            })?;
         let principal = service.principal.clone().on_hub(&*self.peer);
         let principal_json =
             serde_json::to_string(&principal).expect("a principal always serializes");
@@ -301,7 +318,7 @@ impl Link {
         wire::json_string(&mut buf, &self.peer);
         buf.push(b'}');
         let json = String::from_utf8(buf).expect("JSON assembled from JSON text is UTF-8");
-        Ok((json.into_boxed_str(), principal))
+        Ok((json.into_boxed_str(), principal, callback))
     }
 
     /// Handles one line the link's hub sent: a request or notification from

@@ -295,7 +295,7 @@ impl CatalogFeed {
             Some(token_digest(hub.direct_token())),
         );
         let _ = conn.set_identity(identity);
-        hub.registry.subscribe(&conn, |snapshot, _| {
+        hub.registry.subscribe(&conn, false, |snapshot, _| {
             let _: Pushed = conn.out.push(Class::Essential, |buf| {
                 let mut result = String::with_capacity(snapshot.len() + 16);
                 result.push_str("{\"snapshot\":");

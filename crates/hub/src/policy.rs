@@ -272,11 +272,37 @@ impl Policy {
             {
                 true
             }
-            _ => self.grants.iter().any(|grant| {
-                grant.allow & action.bit() != 0
-                    && grant.from.matches(caller)
-                    && grant.to.matches(owner)
-            }),
+            _ => self.granted(caller, owner, action),
+        }
+    }
+
+    /// Whether a grant of this policy lets `caller` perform `action` on the
+    /// services of `owner` (the grants alone, without the implicit rules).
+    fn granted(&self, caller: &Principal, owner: &Principal, action: Action) -> bool {
+        self.grants.iter().any(|grant| {
+            grant.allow & action.bit() != 0 && grant.from.matches(caller) && grant.to.matches(owner)
+        })
+    }
+
+    /// Whether `caller` may discover, notify and request a **callback
+    /// service** (hub protocol section 13: metadata `"callback": true`) of
+    /// `owner` through the callback rule: exactly when `owner` may `request`
+    /// services of `caller` under this policy (the reverse of the owner's
+    /// request grants, `direct`'s and a principal's own rule included).
+    ///
+    /// A principal of another hub is let in only by a grant naming it
+    /// (`HUB/NAME`, `HUB/*` or `*`): `direct`'s rule says what this hub's
+    /// user may do here, it is no grant to the whole fabric, so a callback
+    /// service of `direct` is not open to every hub's principals.
+    ///
+    /// Only ever asked after [`Policy::allows`] refused (`registry`), so a
+    /// message to an ordinary service never pays for it. Being a function of
+    /// the policy alone, it is re-decided by every reload like any grant.
+    pub fn allows_callback(&self, caller: &Principal, owner: &Principal) -> bool {
+        if caller.hub().is_some() {
+            self.granted(owner, caller, Action::Request)
+        } else {
+            self.allows(owner, caller, Action::Request)
         }
     }
 
@@ -433,6 +459,62 @@ mod tests {
         assert_eq!(described["grants"][0]["from"], "b/direct");
         assert_eq!(described["grants"][0]["to"], "direct");
         assert_eq!(described["grants"][1]["from"], "unverified");
+    }
+
+    #[test]
+    fn the_callback_rule_is_the_reverse_of_the_owners_request_grants() {
+        let policy = Policy::new(
+            "t",
+            vec![],
+            vec![
+                Grant::new(
+                    Selector::named("consumer"),
+                    Selector::named("module"),
+                    &[Action::Request],
+                ),
+                Grant::new(
+                    Selector::named("consumer"),
+                    Selector::named("viewer"),
+                    &[Action::Discover, Action::Notify],
+                ),
+                Grant::new(
+                    Selector::on_hub("b/consumer").unwrap(),
+                    Selector::named("module"),
+                    &[Action::Request],
+                ),
+            ],
+            false,
+            vec![],
+        );
+        let consumer = Principal::reserved("consumer");
+        let module = Principal::reserved("module");
+        // module may use consumer's callback services: consumer may request module.
+        assert!(policy.allows_callback(&module, &consumer));
+        assert!(!policy.allows_callback(&consumer, &module));
+        // Only `request` grants count.
+        assert!(!policy.allows_callback(&Principal::reserved("viewer"), &consumer));
+        // Across hubs: grants naming HUB/PRINCIPAL, as usual.
+        assert!(policy.allows_callback(&module, &consumer.clone().on_hub("b")));
+        assert!(!policy.allows_callback(&module, &consumer.clone().on_hub("c")));
+        // `direct` may request everything, so every principal of this hub
+        // may use its callback services; another hub's only with a grant.
+        assert!(policy.allows_callback(&module, &Principal::Direct));
+        assert!(policy.allows_callback(&Principal::Unverified, &Principal::Direct));
+        assert!(!policy.allows_callback(&module, &Principal::Direct.on_hub("b")));
+        assert!(!policy.allows_callback(&module.clone().on_hub("b"), &Principal::Direct));
+        let granted = Policy::new(
+            "t",
+            vec![],
+            vec![Grant::new(
+                Selector::Local(Principal::Direct),
+                Selector::on_hub("b/module").unwrap(),
+                &[Action::Request],
+            )],
+            false,
+            vec![],
+        );
+        assert!(granted.allows_callback(&module.clone().on_hub("b"), &Principal::Direct));
+        assert!(!granted.allows_callback(&consumer.on_hub("b"), &Principal::Direct));
     }
 
     #[test]

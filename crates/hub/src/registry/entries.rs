@@ -1,9 +1,10 @@
 //! The JSON the catalog keeps and sends, assembled from pieces already
 //! encoded: a `Service` object, and the `added`, `removed` and `updated`
-//! actions.
+//! actions; and the one member of metadata the hub reads, `callback`.
 
 use serde_json::value::RawValue;
 use switchboard_protocol::error::GoneReason;
+use switchboard_protocol::scan;
 
 use crate::conn::Identity;
 use crate::wire;
@@ -61,4 +62,38 @@ pub(super) fn gone_label(reason: GoneReason) -> &'static str {
         GoneReason::Unregistered => "unregistered",
         GoneReason::Disconnected => "disconnected",
     }
+}
+
+/// The metadata member that makes a service a callback service (hub
+/// protocol section 13).
+pub const CALLBACK_FIELD: &str = "callback";
+
+/// Why a metadata's `callback` member was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CallbackFlagError {
+    #[error("metadata.callback must be true or absent")]
+    NotTrue,
+    #[error("metadata.callback appears more than once")]
+    Repeated,
+}
+
+/// Whether metadata (an object serde_json has validated) marks a callback
+/// service: `"callback": true`. Absent is `false`; any other value, or the
+/// member twice, is an error. The only member of metadata the hub reads: a
+/// walk of the object's top level (`scan::members`), values skipped.
+pub fn callback_flag(metadata: &RawValue) -> Result<bool, CallbackFlagError> {
+    let mut flag = None;
+    for member in scan::members(metadata) {
+        if member.key.text().as_deref() != Some(CALLBACK_FIELD) {
+            continue;
+        }
+        if flag.is_some() {
+            return Err(CallbackFlagError::Repeated);
+        }
+        if member.value != "true" {
+            return Err(CallbackFlagError::NotTrue);
+        }
+        flag = Some(true);
+    }
+    Ok(flag.unwrap_or(false))
 }

@@ -12,6 +12,16 @@
 //!   is published; routing re-checks it where it orders messages (see
 //!   `router.rs`), so nothing is delivered to a service after it is removed.
 //! - No `await` happens under the lock; pushing to a queue never blocks.
+//! - Callback services (hub protocol section 13): a principal may discover,
+//!   notify and request a callback service when an ordinary grant lets it
+//!   *or* the service's owner may `request` that principal
+//!   (`Policy::allows_callback`). The second test runs only after the first
+//!   refused, and only for a route marked `callback`, so ordinary traffic
+//!   never pays for it. Both are functions of the policy of the moment: a
+//!   reload re-decides them (and `LastRoute` keeps a decision only within one
+//!   policy generation; a route's `callback` never changes). For *listing*,
+//!   the rule counts only for a subscriber that asked for it
+//!   (`{"callbacks": true}`): `is_listed` vs `may_discover`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +46,7 @@ mod entries;
 mod route;
 
 use entries::{added_action, gone_label, into_text, removed_action, service_json, updated_action};
+pub use entries::{callback_flag, CallbackFlagError, CALLBACK_FIELD};
 pub use route::{LastRoute, ServiceRoute};
 
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
@@ -49,11 +60,19 @@ struct Listed {
     order: u64,
 }
 
+/// A connection subscribed to the catalog.
+struct Subscriber {
+    conn: Arc<Conn>,
+    /// Subscribed with `{"callbacks": true}`: also lists the callback
+    /// services it may use only through the callback rule.
+    callbacks: bool,
+}
+
 #[derive(Default)]
 struct Catalog {
     services: FastMap<Box<str>, Listed>,
     owned: FastMap<ConnId, Vec<Arc<ServiceRoute>>>,
-    subscribers: FastMap<ConnId, Arc<Conn>>,
+    subscribers: FastMap<ConnId, Subscriber>,
     seq: u64,
     registrations: u64,
 }
@@ -71,18 +90,49 @@ pub struct Registry {
     id_prefix: Box<str>,
 }
 
-/// Whether `viewer` may discover `route` under `policy`.
-fn visible(policy: &Policy, viewer: &Conn, route: &ServiceRoute) -> bool {
-    if viewer.id == route.owner.id {
-        return true;
-    }
-    viewer.identity().is_some_and(|identity| {
-        policy.allows(
-            &identity.principal.principal,
-            &route.owner_principal.principal,
-            Action::Discover,
-        )
-    })
+/// Whether a principal may perform `action` on `route` under `policy`: an
+/// ordinary grant, or else, for a callback service, the callback rule
+/// (`callback_rule`: whether it counts here). The caller has already
+/// decided that it is not the owning connection.
+fn permits(
+    policy: &Policy,
+    caller: &Identity,
+    route: &ServiceRoute,
+    action: Action,
+    callback_rule: bool,
+) -> bool {
+    let (caller, owner) = (
+        &caller.principal.principal,
+        &route.owner_principal.principal,
+    );
+    policy.allows(caller, owner, action)
+        || (callback_rule && route.callback && policy.allows_callback(caller, owner))
+}
+
+/// Whether `viewer` may discover `route` under `policy` (a request's
+/// `-32008`, an owner's `-32009`): the callback rule counts.
+fn may_discover(policy: &Policy, viewer: &Conn, route: &ServiceRoute) -> bool {
+    viewer.id == route.owner.id
+        || viewer
+            .identity()
+            .is_some_and(|identity| permits(policy, identity, route, Action::Discover, true))
+}
+
+/// Whether the catalog lists `route` to `subscriber` under `policy`: as
+/// [`may_discover`], but a callback service that only the callback rule
+/// lets it see is listed only if it subscribed with `{"callbacks": true}`.
+fn is_listed(policy: &Policy, subscriber: &Subscriber, route: &ServiceRoute) -> bool {
+    let viewer = &subscriber.conn;
+    viewer.id == route.owner.id
+        || viewer.identity().is_some_and(|identity| {
+            permits(
+                policy,
+                identity,
+                route,
+                Action::Discover,
+                subscriber.callbacks,
+            )
+        })
 }
 
 impl Catalog {
@@ -160,11 +210,26 @@ impl Catalog {
         seq_mirror.store(self.seq, Ordering::Release);
         let seq = self.seq;
         for subscriber in self.subscribers.values() {
-            if visible(policy, subscriber, route) {
-                send_action(subscriber, seq, action);
+            if is_listed(policy, subscriber, route) {
+                send_action(&subscriber.conn, seq, action);
             }
         }
     }
+}
+
+/// What became of a remote service's update (`Registry::update_remote`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteUpdate {
+    Updated,
+    /// The link lists no such service.
+    Unknown,
+    /// The update would make a callback service ordinary or the reverse.
+    CallbackChanged,
+}
+
+/// The `-32602` for metadata whose `callback` member is refused.
+fn callback_refused(error: CallbackFlagError) -> ErrorObject {
+    reply::invalid_params(CALLBACK_FIELD, error.to_string())
 }
 
 fn send_action(subscriber: &Conn, seq: u64, action: &str) {
@@ -204,7 +269,9 @@ impl Registry {
     }
 
     /// Whether `caller` may perform `action` on `route`. A connection may
-    /// always act on its own services.
+    /// always act on its own services; anyone else needs a grant, or the
+    /// callback rule for a callback service (module docs). A link's callers
+    /// (principals of other hubs) are decided here too, by this hub's grants.
     pub fn authorize(
         &self,
         caller: &Conn,
@@ -212,12 +279,7 @@ impl Registry {
         route: &ServiceRoute,
         action: Action,
     ) -> bool {
-        caller.id == route.owner.id
-            || self.policy.load().allows(
-                &identity.principal.principal,
-                &route.owner_principal.principal,
-                action,
-            )
+        caller.id == route.owner.id || permits(&self.policy.load(), identity, route, action, true)
     }
 
     /// The route of `service_id` and whether `caller` may notify it: from
@@ -255,6 +317,7 @@ impl Registry {
         metadata: &RawValue,
         max_services: u64,
     ) -> Result<Box<str>, ErrorObject> {
+        let callback = callback_flag(metadata).map_err(callback_refused)?;
         let mut catalog = self.catalog.write();
         let owned = catalog.owned.get(&owner.id).map_or(0, Vec::len);
         if owned as u64 >= max_services {
@@ -270,7 +333,7 @@ impl Registry {
                 break id.into_boxed_str();
             }
         };
-        let route = ServiceRoute::new(&id, owner, identity.principal.clone());
+        let route = ServiceRoute::new(&id, owner, identity.principal.clone(), callback);
         let json = service_json(&id, identity, metadata);
         catalog.insert(&self.seq, &self.policy.load(), &route, json);
         Ok(id)
@@ -292,7 +355,7 @@ impl Registry {
         if listed.route.owner.id == owner.id {
             return Ok(listed);
         }
-        if visible(&self.policy.load(), owner, &listed.route) {
+        if may_discover(&self.policy.load(), owner, &listed.route) {
             Err(reply::permission_denied(format!(
                 "only the connection that registered service {service_id:?} may {what} it"
             )))
@@ -329,11 +392,19 @@ impl Registry {
         service_id: &str,
         metadata: &RawValue,
     ) -> Result<(), ErrorObject> {
+        let callback = callback_flag(metadata).map_err(callback_refused)?;
         let mut catalog = self.catalog.write();
         let route = self
             .owned_by(&catalog, owner, service_id, "update")?
             .route
             .clone();
+        if callback != route.callback {
+            return Err(reply::invalid_params(
+                CALLBACK_FIELD,
+                "metadata.callback is fixed when a service is registered: register a new \
+                 service to change it",
+            ));
+        }
         let json = service_json(service_id, identity, metadata);
         if let Some(listed) = catalog.services.get_mut(service_id) {
             listed.json = json;
@@ -364,13 +435,20 @@ impl Registry {
     /// queue the response;
     /// it runs under the catalog lock, which is what orders it before every
     /// later action.
-    pub fn subscribe(&self, conn: &Arc<Conn>, respond: impl FnOnce(&str, u64)) {
+    ///
+    /// `callbacks`: the subscribe params' `{"callbacks": true}` (module docs).
+    /// Subscribing again replaces the subscription, and this choice.
+    pub fn subscribe(&self, conn: &Arc<Conn>, callbacks: bool, respond: impl FnOnce(&str, u64)) {
         let mut catalog = self.catalog.write();
         let policy = self.policy.load();
+        let subscriber = Subscriber {
+            conn: conn.clone(),
+            callbacks,
+        };
         let mut visible_services: Vec<&Listed> = catalog
             .services
             .values()
-            .filter(|listed| visible(&policy, conn, &listed.route))
+            .filter(|entry| is_listed(&policy, &subscriber, &entry.route))
             .collect();
         visible_services.sort_unstable_by_key(|listed| listed.order);
         let size: usize = visible_services.iter().map(|l| l.json.len() + 1).sum();
@@ -388,7 +466,7 @@ impl Registry {
         snapshot.extend_from_slice(itoa::Buffer::new().format(catalog.seq).as_bytes());
         snapshot.push(b'}');
         respond(&into_text(snapshot), catalog.seq);
-        catalog.subscribers.insert(conn.id, conn.clone());
+        catalog.subscribers.insert(conn.id, subscriber);
     }
 
     /// Every service as a JSON array (oldest first), and its `serverSeq`.
@@ -422,19 +500,19 @@ impl Registry {
         let mut services: Vec<&Listed> = catalog.services.values().collect();
         services.sort_unstable_by_key(|listed| listed.order);
         for subscriber in catalog.subscribers.values() {
-            for listed in &services {
-                let before = visible(&old, subscriber, &listed.route);
-                let after = visible(&policy, subscriber, &listed.route);
+            for entry in &services {
+                let before = is_listed(&old, subscriber, &entry.route);
+                let after = is_listed(&policy, subscriber, &entry.route);
                 if before == after {
                     continue;
                 }
                 catalog.seq += 1;
                 let action = if after {
-                    added_action(&listed.json)
+                    added_action(&entry.json)
                 } else {
-                    removed_action(&listed.route.id, "hidden")
+                    removed_action(&entry.route.id, "hidden")
                 };
-                send_action(subscriber, catalog.seq, &action);
+                send_action(&subscriber.conn, catalog.seq, &action);
             }
         }
         self.seq.store(catalog.seq, Ordering::Release);
@@ -449,38 +527,43 @@ impl Registry {
         service_id: &str,
         json: Box<str>,
         principal: Arc<PrincipalRef>,
+        callback: bool,
     ) -> bool {
         let mut catalog = self.catalog.write();
         if catalog.services.contains_key(service_id) {
             return false;
         }
-        let route = ServiceRoute::new(service_id, owner, principal);
+        let route = ServiceRoute::new(service_id, owner, principal, callback);
         catalog.insert(&self.seq, &self.policy.load(), &route, json);
         true
     }
 
-    /// New metadata for a service the link `owner` listed; `false` if it
-    /// lists no such service.
+    /// New metadata for a service the link `owner` listed (`callback`: its
+    /// metadata's flag, which may not change, as for a local service).
     pub fn update_remote(
         &self,
         owner: &Conn,
         service_id: &str,
         json: Box<str>,
         metadata: &RawValue,
-    ) -> bool {
+        callback: bool,
+    ) -> RemoteUpdate {
         let mut catalog = self.catalog.write();
         let Some(listed) = catalog
             .services
             .get_mut(service_id)
             .filter(|listed| listed.route.owner.id == owner.id)
         else {
-            return false;
+            return RemoteUpdate::Unknown;
         };
+        if listed.route.callback != callback {
+            return RemoteUpdate::CallbackChanged;
+        }
         listed.json = json;
         let route = listed.route.clone();
         let action = updated_action(service_id, metadata);
         catalog.publish(&self.seq, &self.policy.load(), &route, &action);
-        true
+        RemoteUpdate::Updated
     }
 
     /// Removes a service the link `owner` listed, with `reason`; returns its

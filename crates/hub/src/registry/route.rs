@@ -19,6 +19,10 @@ pub struct ServiceRoute {
     pub id_json: Box<str>,
     pub owner: Arc<Conn>,
     pub owner_principal: Arc<PrincipalRef>,
+    /// A callback service (metadata `"callback": true`, hub protocol
+    /// section 13). Fixed at registration: `client/updateService` may not
+    /// change it, so a decision kept in a [`LastRoute`] stays right.
+    pub callback: bool,
     /// Pending requests; changed only under `owner.pending`'s lock.
     pub in_flight: Arc<InFlight>,
     gone: AtomicU8,
@@ -33,6 +37,7 @@ impl ServiceRoute {
         id: &str,
         owner: &Arc<Conn>,
         owner_principal: Arc<PrincipalRef>,
+        callback: bool,
     ) -> Arc<Self> {
         let mut id_json = Vec::with_capacity(id.len() + 2);
         wire::json_string(&mut id_json, id);
@@ -41,6 +46,7 @@ impl ServiceRoute {
             id_json: into_text(id_json),
             owner: owner.clone(),
             owner_principal,
+            callback,
             in_flight: Arc::default(),
             gone: AtomicU8::new(LIVE),
         })

@@ -94,3 +94,31 @@ fn the_last_route_holds_only_while_its_service_is_listed_and_the_policy_unchange
     drop(held);
     assert_eq!(notify_route(&first), None);
 }
+
+#[test]
+fn only_callback_true_or_no_callback_member_is_accepted() {
+    let flag = |text: &str| callback_flag(&RawValue::from_string(text.into()).expect("JSON"));
+    assert_eq!(flag("{}"), Ok(false));
+    assert_eq!(
+        flag(r#"{"protocol":"mcp-client","nested":{"callback":1}}"#),
+        Ok(false)
+    );
+    assert_eq!(flag(r#"{"a":[1,{"b":"}"}],"callback":true}"#), Ok(true));
+    assert_eq!(flag(r#"{ "callback" : true }"#), Ok(true));
+    // An escaped key is the same key.
+    assert_eq!(flag(r#"{"call\u0062ack":true}"#), Ok(true));
+    for refused in [
+        r#"{"callback":false}"#,
+        r#"{"callback":"yes"}"#,
+        r#"{"callback":"true"}"#,
+        r#"{"callback":null}"#,
+        r#"{"callback":1}"#,
+        r#"{"callback":{}}"#,
+    ] {
+        assert_eq!(flag(refused), Err(CallbackFlagError::NotTrue), "{refused}");
+    }
+    assert_eq!(
+        flag(r#"{"callback":true,"callback":true}"#),
+        Err(CallbackFlagError::Repeated)
+    );
+}

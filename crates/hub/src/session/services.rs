@@ -29,6 +29,23 @@ struct RawServiceParams<'a> {
 pub(super) struct RawChannelParams<'a> {
     #[serde(borrow, default)]
     pub(super) channel: Option<&'a RawValue>,
+    /// `subscribe` only: `true` lists the callback services this connection
+    /// may use only through the callback rule (hub protocol section 13).
+    #[serde(borrow, default)]
+    pub(super) callbacks: Option<&'a RawValue>,
+}
+
+/// The subscribe params' `callbacks`: a boolean, absent (or `null`) meaning
+/// `false`; anything else is `-32602` naming it.
+fn callbacks_member(raw: Option<&RawValue>) -> Result<bool, ErrorObject> {
+    match raw.map(RawValue::get) {
+        None | Some("false") => Ok(false),
+        Some("true") => Ok(true),
+        Some(_) => Err(reply::invalid_params(
+            "callbacks",
+            "callbacks must be true or false",
+        )),
+    }
 }
 
 impl Session {
@@ -75,25 +92,31 @@ impl Session {
     }
 
     pub(super) fn subscribe(&self, id: &RawValue, params: Option<&RawValue>) {
-        let channel = object::<RawChannelParams<'_>>(params)
-            .and_then(|p| string_member(p.channel, "channel"));
+        let channel = object::<RawChannelParams<'_>>(params).and_then(|p| {
+            Ok((
+                string_member(p.channel, "channel")?,
+                callbacks_member(p.callbacks)?,
+            ))
+        });
         match channel {
-            Ok(channel) if channel == ROOT_CHANNEL => {
+            Ok((channel, _)) if channel == ROOT_CHANNEL => {
                 let mut result = String::from("{\"snapshot\":");
                 channels::push_root_snapshot(&mut result, self.hub.registry.server_seq());
                 result.push('}');
                 self.reply_result(id, &result);
             }
-            Ok(channel) if channel == CATALOG_CHANNEL => {
-                self.hub.registry.subscribe(&self.conn, |snapshot, _| {
-                    let mut result = String::with_capacity(snapshot.len() + 16);
-                    result.push_str("{\"snapshot\":");
-                    result.push_str(snapshot);
-                    result.push('}');
-                    self.reply_result(id, &result);
-                });
+            Ok((channel, callbacks)) if channel == CATALOG_CHANNEL => {
+                self.hub
+                    .registry
+                    .subscribe(&self.conn, callbacks, |snapshot, _| {
+                        let mut result = String::with_capacity(snapshot.len() + 16);
+                        result.push_str("{\"snapshot\":");
+                        result.push_str(snapshot);
+                        result.push('}');
+                        self.reply_result(id, &result);
+                    });
             }
-            Ok(channel) => self.reply_error(
+            Ok((channel, _)) => self.reply_error(
                 Some(id),
                 &reply::not_found(format!("unknown channel {channel:?}")),
             ),

@@ -6,6 +6,7 @@ mod support;
 
 mod ahp;
 mod authorization;
+mod callbacks;
 mod dashboard;
 mod dashboard_forgery;
 mod end_to_end;

@@ -264,3 +264,124 @@ fn a_reload_on_the_owners_hub_re_decides_the_next_notification_from_another_hub(
     notify(&mut sender, 3);
     assert_eq!(next_non_action(&mut owner)["params"]["params"], 3);
 }
+
+/// Callback services (hub-protocol section 13) across hubs: `consumer` on A
+/// may call `module` on B (A grants `consumer` → `b/module`, B grants
+/// `a/consumer` → `module`); no grant names `consumer`'s services anywhere.
+/// Each hub applies the callback rule with its own grants, so `module` may
+/// request and notify `consumer`'s callback service, and B lists it to
+/// `module` only with `{"callbacks": true}`. `other`, whom B lets call
+/// everything of A but whom `consumer` may not request on A, is refused by
+/// A (-32009 naming A); `stranger` by B (-32008, nothing crosses).
+#[test]
+fn a_callback_service_is_decided_by_the_owners_request_grants_on_each_hub() {
+    let fabric = Fabric::new();
+    let a = fabric.hub(
+        "a",
+        "[principals.consumer]\ntoken = \"consumer-token-0123\"\n\
+         [[grants]]\nfrom = \"consumer\"\nto = \"b/module\"\nallow = [\"discover\", \"request\"]\n",
+    );
+    let b = fabric.hub(
+        "b",
+        "[principals.module]\ntoken = \"module-token-01234\"\n\
+         [principals.other]\ntoken = \"other-token-012345\"\n\
+         [principals.stranger]\ntoken = \"stranger-token-0123\"\n\
+         [[grants]]\nfrom = \"a/consumer\"\nto = \"module\"\nallow = [\"request\"]\n\
+         [[grants]]\nfrom = \"other\"\nto = \"a/*\"\nallow = [\"discover\", \"request\"]\n",
+    );
+    let mut consumer = as_principal(&a, "consumer-token-0123");
+    let answer = consumer.request(
+        "client/registerService",
+        json!({"metadata": {"protocol": "mcp-client", "version": 1, "callback": true}}),
+    );
+    let service = answer["result"]["serviceId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("register: {answer}"))
+        .to_owned();
+
+    let mut module = as_principal(&b, "module-token-01234");
+    let answer = module.request(
+        "subscribe",
+        json!({"channel": "ahp-client-services://", "callbacks": true}),
+    );
+    let snapshot = answer["result"]["snapshot"]["state"]["services"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let listed = wait_added(&mut module, &snapshot, &service);
+    assert_eq!(listed["hub"], "a");
+    assert_eq!(listed["metadata"]["callback"], true);
+    // Listed on B now; a subscriber that does not ask does not see it.
+    let mut plain = as_principal(&b, "module-token-01234");
+    let answer = plain.request("subscribe", json!({"channel": "ahp-client-services://"}));
+    assert_eq!(
+        answer["result"]["snapshot"]["state"]["services"],
+        json!([]),
+        "{answer}"
+    );
+
+    let id = module.send_request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "sampling/createMessage", "params": {"n": 1}}),
+    );
+    let request = next_non_action(&mut consumer);
+    assert_eq!(
+        request["method"], "clientService/handleRequest",
+        "{request}"
+    );
+    assert_eq!(
+        request["params"]["senderPrincipal"],
+        json!({"kind": "reserved", "module_id": "module", "hub": "b"})
+    );
+    consumer.send(&json!({"jsonrpc": "2.0", "id": request["id"], "result": "sampled"}));
+    let answer = next_non_action(&mut module);
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["result"], "sampled", "{answer}");
+    module.send(&json!({"jsonrpc": "2.0", "method": "clientService/notify",
+                        "params": {"serviceId": service, "method": "notifications/progress", "params": {"progress": 1}}}));
+    let note = next_non_action(&mut consumer);
+    assert_eq!(note["method"], "clientService/notification", "{note}");
+    assert_eq!(note["params"]["params"]["progress"], 1);
+
+    // B lets `other` call it (an ordinary grant); A does not.
+    let mut other = as_principal(&b, "other-token-012345");
+    let answer = other.request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "m"}),
+    );
+    assert_eq!(
+        answer["error"],
+        json!({
+            "code": -32009,
+            "message": "hub a refused: it has no grant from \"b/other\" to \"consumer\" with \"request\"",
+            "data": {"hub": "a", "action": "request"},
+        }),
+        "{answer}"
+    );
+    // A callback service of A's `direct` is no exception: `direct` may
+    // request everything on A, but that is no grant to B's principals.
+    let (_user, users) = owner(&a, json!({"callback": true}));
+    let mut watcher = as_principal(&b, "other-token-012345");
+    let answer = watcher.request("subscribe", json!({"channel": "ahp-client-services://"}));
+    let snapshot = answer["result"]["snapshot"]["state"]["services"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    wait_added(&mut watcher, &snapshot, &users);
+    let answer = other.request(
+        "clientService/request",
+        json!({"serviceId": users, "method": "m"}),
+    );
+    assert_eq!(
+        answer["error"]["message"],
+        "hub a refused: it has no grant from \"b/other\" to \"direct\" with \"request\"",
+        "{answer}"
+    );
+    // B refuses `stranger` itself.
+    let mut stranger = as_principal(&b, "stranger-token-0123");
+    let answer = stranger.request(
+        "clientService/request",
+        json!({"serviceId": service, "method": "m"}),
+    );
+    assert_eq!(answer["error"]["code"], -32008, "{answer}");
+}
