@@ -81,6 +81,8 @@ impl ServerHandler for GatewayServer {
             // The MCP client decides when to give up (it cancels); the
             // hub's longest timeout is only the backstop.
             timeout: None,
+            client: None,
+            task: None,
         };
         tokio::select! {
             answer = tool.call(invocation) => answer_to_mcp(&tool, answer),

@@ -14,7 +14,9 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{Command, HubCaller};
-use super::index::{Index, Published};
+use super::index::Index;
+use super::published::{Published, SurfaceRevisions};
+use super::surface::Surface;
 use super::table::ToolTable;
 use crate::reconnect::{keep_connected, retry_with_backoff};
 use crate::tool::BoxFuture;
@@ -30,9 +32,16 @@ pub struct ConsumerOptions {
 /// Counters of what the index did, for diagnostics.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ConsumerStats {
-    /// `tools/list` answers dropped because a newer fetch of the same
-    /// provider was out.
+    /// List answers dropped because a newer fetch of the same list of the
+    /// same provider was out.
     pub stale_lists_dropped: u64,
+    /// Lists that failed (no answer, an error, an answer that does not
+    /// parse): the provider offers nothing of that kind until its next
+    /// change.
+    pub lists_failed: u64,
+    /// Resource URIs listed by two providers (each collision counted once
+    /// for as long as it lasts; the first by namespace order serves it).
+    pub resource_collisions: u64,
 }
 
 /// The tools of every tool provider on the hub, kept current from the
@@ -105,6 +114,16 @@ impl HubTools {
         self.inner.published.changes()
     }
 
+    /// The prompts, resources, templates and version-2 providers as of now.
+    pub fn surface(&self) -> Arc<Surface> {
+        self.inner.published.surface()
+    }
+
+    /// Moves each time a part of the [`Surface`] changes (per part).
+    pub fn surface_changes(&self) -> watch::Receiver<SurfaceRevisions> {
+        self.inner.published.surface_changes()
+    }
+
     /// Waits, at most `bound`, until the first table is complete: every
     /// provider of the first catalog has answered `tools/list` (or failed),
     /// or the first attempt to reach the hub failed. Whether it is.
@@ -125,8 +144,11 @@ impl HubTools {
     }
 
     pub fn stats(&self) -> ConsumerStats {
+        let published = &self.inner.published;
         ConsumerStats {
-            stale_lists_dropped: self.inner.published.stale_lists_dropped(),
+            stale_lists_dropped: published.stale_lists_dropped(),
+            lists_failed: published.lists_failed(),
+            resource_collisions: published.resource_collisions(),
         }
     }
 

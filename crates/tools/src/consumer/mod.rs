@@ -28,12 +28,24 @@ mod backend;
 mod call;
 mod hub;
 mod index;
+mod listing;
 pub mod naming;
+mod providers;
+mod published;
+mod surface;
 mod table;
+mod template;
 mod tool;
 
+pub use backend::{HubProvider, ProviderIdentity};
 pub use call::{call_timeout, fresh_call_key, CallError, LIST_TIMEOUT};
 pub use hub::{ConsumerOptions, ConsumerStats, HubTools};
-pub use index::provider_namespace;
+pub use listing::{ListKind, ListedItem, Listing};
+pub use providers::provider_namespace;
+pub use published::SurfaceRevisions;
+pub use surface::{
+    ExposedPrompt, ExposedResource, ExposedTemplate, ServingProvider, Surface, SurfaceConflict,
+};
 pub use table::{Conflict, TableBuilder, ToolTable};
+pub use template::UriTemplate;
 pub use tool::{ExposedTool, Invocation, ListedTool, ToolBackend};
