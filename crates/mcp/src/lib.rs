@@ -2,9 +2,10 @@
 //!
 //! - [`provide`]: `switchboard provide-mcp` runs a stdio MCP server as a
 //!   supervised child and publishes its tools as a hub tool provider;
-//! - [`gateway`]: `switchboard mcp` is an MCP server on stdio that lists the
-//!   tools of every tool provider on the hub (as `<namespace>__<tool>`) and
-//!   calls them.
+//! - [`gateway`]: `switchboard mcp` is an MCP server on stdio that serves
+//!   what every tool provider on the hub serves: tools and prompts (as
+//!   `<namespace>__<name>`), resources and templates, and their servers'
+//!   requests to the client.
 //!
 //! Design choices (progress relay, error mapping, ledger place) are in
 //! `docs/tool-calls.md`.
@@ -13,7 +14,7 @@ pub mod gateway;
 pub mod provide;
 
 pub use gateway::logging::GatewayLogFilter;
-pub use gateway::{run_gateway, GatewayOptions};
+pub use gateway::{run_gateway, Gateway, GatewayOptions, ServedSession};
 pub use provide::{ledger_path, run_provider, ProvideOptions, RelayStats};
 
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,8 @@ pub async fn call(
         progress_token: None,
         call_key: Some(call_key),
         timeout: Some(timeout),
+        client: None,
+        task: None,
     };
     match tool.call(invocation).await {
         Ok(raw) => match serde_json::from_str::<Value>(raw.get()) {

@@ -1,23 +1,24 @@
-//! Call failures as MCP answers (the table is in `docs/tool-calls.md`).
+//! Failures as MCP answers (the tables are in `docs/tool-calls.md`).
 //!
-//! Only an unknown tool is a JSON-RPC error; everything else becomes a
-//! `CallToolResult` with `isError: true` and the reason in its text, because
-//! MCP clients show a tool result to the model but often hide protocol
-//! errors behind a generic message. Asking the provider for a fresh listing
-//! after a stale answer is the consumer layer's job, not this file's.
+//! For a tool call only an unknown tool is a JSON-RPC error; everything
+//! else becomes a `CallToolResult` with `isError: true` and the reason in
+//! its text, because MCP clients show a tool result to the model but often
+//! hide protocol errors behind a generic message. The other methods have no
+//! such result: their failures are JSON-RPC errors, the provider's own
+//! passed on as it sent them. Asking the provider for a fresh listing after
+//! a stale answer is the consumer layer's job, not this file's.
 
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData};
-use serde_json::json;
+use rmcp::model::{CallToolResult, ContentBlock, ErrorCode as McpCode, ErrorData};
 use serde_json::value::RawValue;
-use switchboard_client::ErrorKind;
+use serde_json::{json, Value};
+use switchboard_client::{ErrorKind, RpcError};
 use switchboard_protocol::tool_call::error_codes;
-use switchboard_tools::consumer::{CallError, ExposedTool};
+use switchboard_tools::consumer::{CallError, ExposedTool, SurfaceError};
 
 /// A tool result saying what went wrong: `[reason] message`.
-pub(crate) fn tool_error(reason: &str, message: &str) -> CallToolResponse {
-    CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text(format!(
-        "[{reason}] {message}"
-    ))]))
+pub(crate) fn tool_error(reason: &str, message: &str) -> Value {
+    let result = CallToolResult::error(vec![ContentBlock::text(format!("[{reason}] {message}"))]);
+    serde_json::to_value(result).unwrap_or_else(|_| json!({"content": [], "isError": true}))
 }
 
 /// JSON-RPC `-32602` with `data.code = "unknown_tool"`.
@@ -28,19 +29,30 @@ pub(crate) fn unknown_tool(message: &str) -> ErrorData {
     )
 }
 
+/// A tool call's answer as MCP's: the provider's result (a
+/// `CallToolResult`, or with a task a `CreateTaskResult`) untouched, or
+/// what went wrong.
 pub(crate) fn answer_to_mcp(
     tool: &ExposedTool,
     answer: Result<Box<RawValue>, CallError>,
-) -> Result<CallToolResponse, ErrorData> {
+) -> Result<Value, ErrorData> {
     let error = match answer {
         Ok(raw) => {
-            return Ok(match serde_json::from_str::<CallToolResult>(raw.get()) {
-                Ok(result) => CallToolResponse::Complete(result),
-                Err(error) => tool_error(
+            let result = serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .filter(|value| {
+                    value.get("task").is_some()
+                        || serde_json::from_value::<CallToolResult>(value.clone()).is_ok()
+                });
+            return Ok(result.unwrap_or_else(|| {
+                tool_error(
                     "malformed_result",
-                    &format!("the provider of {:?} answered with something that is not a CallToolResult: {error}", tool.namespace),
-                ),
-            })
+                    &format!(
+                        "the provider of {:?} answered with something that is not a CallToolResult",
+                        tool.namespace
+                    ),
+                )
+            }));
         }
         Err(error) => error,
     };
@@ -88,11 +100,71 @@ pub(crate) fn answer_to_mcp(
                 ),
             ));
         }
-        (ErrorKind::Timeout { .. }, None) => "timeout".to_owned(),
-        (ErrorKind::LimitExceeded { .. }, None) => "limit_exceeded".to_owned(),
-        (ErrorKind::PermissionDenied, None) => "permission_denied".to_owned(),
-        (ErrorKind::Cancelled, None) => "cancelled".to_owned(),
-        (_, None) => format!("error {}", rpc.code),
+        (kind, None) => hub_reason(&kind).unwrap_or_else(|| format!("error {}", rpc.code)),
     };
     Ok(tool_error(&reason, &rpc.message))
+}
+
+/// The reason word of a hub error of `kind`, if it is one.
+fn hub_reason(kind: &ErrorKind) -> Option<String> {
+    Some(
+        match kind {
+            ErrorKind::NotFound | ErrorKind::ServiceGone { .. } => "provider_gone",
+            ErrorKind::Timeout { .. } => "timeout",
+            ErrorKind::LimitExceeded { .. } => "limit_exceeded",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::Cancelled => "cancelled",
+            _ => return None,
+        }
+        .to_owned(),
+    )
+}
+
+/// A failure of the other methods as a JSON-RPC error: the provider's own
+/// error passed on; the hub's and the gateway's as `-32603` with
+/// `data.code` naming the reason.
+pub(crate) fn surface_error(error: SurfaceError) -> ErrorData {
+    match error {
+        SurfaceError::UnknownResource(uri) => ErrorData::resource_not_found(
+            format!("no provider serves the resource {uri:?}"),
+            Some(json!({"uri": uri})),
+        ),
+        SurfaceError::UnknownPrompt(name) => ErrorData::invalid_params(
+            format!("unknown prompt {name:?}"),
+            Some(json!({"code": "unknown_prompt"})),
+        ),
+        SurfaceError::UnknownTask(task) => ErrorData::invalid_params(
+            format!("unknown task {task:?}"),
+            Some(json!({"code": "unknown_task"})),
+        ),
+        SurfaceError::InvalidParams(message) => ErrorData::invalid_params(message, None),
+        SurfaceError::Call(CallError::Answered(rpc)) => answered(rpc),
+        SurfaceError::Call(CallError::NotConnected) => internal(
+            "hub_unavailable",
+            "the gateway is not connected to the hub (it is reconnecting)".into(),
+        ),
+        SurfaceError::Call(CallError::ConnectionLost) => internal(
+            "hub_unavailable",
+            "the gateway lost its connection to the hub (it is reconnecting)".into(),
+        ),
+        SurfaceError::Call(CallError::TimedOut(wait)) => {
+            internal("timeout", format!("no answer within {wait:?}"))
+        }
+        SurfaceError::Call(CallError::Failed(message)) => internal("hub_error", message),
+    }
+}
+
+fn internal(reason: &str, message: String) -> ErrorData {
+    ErrorData::internal_error(message, Some(json!({"code": reason})))
+}
+
+/// An error answer: the hub's own (its codes mean nothing to an MCP
+/// client) as `-32603` with its reason; a provider's as it sent it.
+fn answered(rpc: RpcError) -> ErrorData {
+    if let Some(reason) = hub_reason(&rpc.kind()) {
+        return internal(&reason, rpc.message);
+    }
+    let data = rpc.data();
+    let code = i32::try_from(rpc.code).unwrap_or(McpCode::INTERNAL_ERROR.0);
+    ErrorData::new(McpCode(code), rpc.message, data)
 }

@@ -1,44 +1,62 @@
-//! `switchboard mcp`: an MCP server on stdio in front of the hub's tool
-//! providers.
+//! `switchboard mcp`: an MCP server in front of the hub's tool providers:
+//! their tools, resources, resource templates and prompts, and what their
+//! servers ask of the client.
 //!
-//! The hub side (the connection, the catalog followed, the tools listed and
-//! named `<namespace>__<tool>`, reconnects) is `switchboard_tools::consumer`,
-//! shared with the ACP front. This module is the MCP side:
+//! The hub side (the connection, the catalog followed, the lists fetched
+//! and named, the callback service, reconnects) is
+//! `switchboard_tools::consumer`, shared with the ACP front. This module is
+//! the MCP side; it holds no tool state of its own: every answer is the
+//! consumer's current table, every call goes through it.
 //!
-//! - [`server`]: the MCP `ServerHandler` (`tools/list`, `tools/call`);
-//! - [`errors`]: call failures as MCP answers;
-//! - [`progress`]: the progress sink and the relay to the MCP client;
-//! - [`logging`]: rmcp's own line for each error answer, left out;
-//! - this file: wiring, and `tools/list_changed` on every table change.
+//! - [`Gateway`]: one consumer, any number of MCP sessions on it
+//!   ([`Gateway::serve`]; `switchboard mcp` serves one, on stdio);
+//! - `session.rs`: one MCP client: its consumer session and the sink that
+//!   hands it what providers send back during its calls;
+//! - `service.rs`: the rmcp `Service` answering the methods that carry the
+//!   hub's surface, `handler.rs` the lifecycle and `subscriptions/listen`;
+//!   `tools.rs`, `surface.rs`: the methods themselves;
+//! - `wire.rs`: what MCP 2025-11-25 says that rmcp's model cannot carry
+//!   (tasks), carried around it;
+//! - `errors.rs`: failures as MCP answers; `progress.rs`: version-1
+//!   providers' progress; `logging.rs`: rmcp's own line for each error
+//!   answer, left out;
+//! - this file: wiring, and `notifications/*/list_changed` on each change.
 //!
 //! Stdout carries only MCP messages; logs go to stderr.
 
 mod errors;
+mod handler;
 pub mod logging;
 mod progress;
-mod server;
+mod service;
+mod session;
+mod surface;
+mod tools;
+mod wire;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rmcp::model::Tool;
-use rmcp::service::Peer;
+use rmcp::service::{Peer, RunningService};
 use rmcp::{RoleServer, ServiceExt};
-use serde_json::Value;
 use switchboard_client::Endpoint;
-use switchboard_tools::consumer::{ConsumerOptions, HubTools, ToolTable};
+use switchboard_tools::consumer::{ConsumerOptions, HubTools, SurfaceRevisions};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 pub use switchboard_tools::consumer::naming::SEPARATOR;
 
 use crate::Error;
 use progress::ProgressRelay;
+use service::SessionService;
+use session::Session;
+use wire::WireState;
 
-/// How long `switchboard mcp` waits for the first tool lists before it
-/// starts answering MCP (with whatever it has by then). With no hub running
-/// it does not wait: it starts with no tools and announces them when the
-/// hub appears.
+/// How long `switchboard mcp` waits for the first lists before it starts
+/// answering MCP (with whatever it has by then). With no hub running it
+/// does not wait: it starts with nothing and announces it all when the hub
+/// appears.
 pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
@@ -47,91 +65,147 @@ pub struct GatewayOptions {
     pub endpoint: Endpoint,
 }
 
-/// What the MCP side works with.
-pub(crate) struct Gateway {
+/// The consumer behind every MCP session of one gateway process.
+pub struct Gateway {
     tools: HubTools,
     progress: Arc<ProgressRelay>,
     /// The MCP definitions of the last table listed: converted once per table.
-    listed: Mutex<Option<Listed>>,
+    listed: Mutex<Option<tools::Listed>>,
 }
 
-struct Listed {
-    table: Arc<ToolTable>,
-    definitions: Arc<[Tool]>,
+/// One MCP session being served.
+pub struct ServedSession {
+    running: RunningService<RoleServer, SessionService>,
+    announcer: tokio::task::JoinHandle<()>,
+}
+
+impl ServedSession {
+    /// Waits until the MCP client goes away (or the session is cancelled).
+    pub async fn waiting(self) -> Result<(), Error> {
+        let outcome = self.running.waiting().await;
+        self.announcer.abort();
+        outcome
+            .map(|_| ())
+            .map_err(|error| Error::Stdio(error.to_string()))
+    }
+
+    /// Ends the session.
+    pub async fn cancel(self) {
+        self.announcer.abort();
+        let _ = self.running.cancel().await;
+    }
 }
 
 impl Gateway {
-    /// The tools as MCP definitions. A tool whose definition MCP cannot
-    /// carry is left out, with a warning once per table.
-    pub(crate) fn definitions(&self) -> Arc<[Tool]> {
-        let table = self.tools.tools();
-        let mut listed = self.listed.lock();
-        if let Some(last) = listed.as_ref() {
-            if Arc::ptr_eq(&last.table, &table) {
-                return last.definitions.clone();
-            }
-        }
-        let definitions: Arc<[Tool]> = table
-            .tools()
-            .filter_map(|tool| {
-                match serde_json::from_value(Value::Object(tool.listed_definition())) {
-                    Ok(definition) => Some(definition),
-                    Err(error) => {
-                        tracing::warn!(tool = %tool.name, %error, "skipping a tool whose definition MCP cannot carry");
-                        None
-                    }
-                }
-            })
-            .collect();
-        *listed = Some(Listed {
-            table,
-            definitions: definitions.clone(),
+    /// Starts the consumer (with its callback service) and waits, at most
+    /// [`STARTUP_WAIT`], for the first lists.
+    pub async fn start(options: GatewayOptions) -> Arc<Gateway> {
+        let progress = Arc::new(ProgressRelay::default());
+        let consumer = ConsumerOptions {
+            endpoint: options.endpoint.clone(),
+            client_name: "switchboard mcp".into(),
+        };
+        let sink = progress.clone();
+        let tools = HubTools::start_with_callbacks(consumer, move |client| {
+            Box::pin(sink.register_sink(client))
         });
-        definitions
+        // A complete first list saves MCP clients a `list_changed` right
+        // after start; with no hub, `wait_ready` returns at once.
+        if !tools.wait_ready(STARTUP_WAIT).await {
+            tracing::info!("serving MCP before every tool provider has listed; the rest will be announced");
+        }
+        Arc::new(Gateway {
+            tools,
+            progress,
+            listed: Mutex::new(None),
+        })
+    }
+
+    /// The consumer (its tables, its stats).
+    pub fn tools(&self) -> &HubTools {
+        &self.tools
+    }
+
+    /// Serves one MCP session on `reader`/`writer` (newline-delimited
+    /// JSON-RPC, as stdio) until the client goes away. The session shares
+    /// the consumer with every other session of this gateway; what
+    /// providers send back during its calls reaches it alone.
+    pub async fn serve<R, W>(self: &Arc<Self>, reader: R, writer: W) -> Result<ServedSession, Error>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut changes = self.tools.changes();
+        changes.borrow_and_update();
+        let mut surface = self.tools.surface_changes();
+        surface.borrow_and_update();
+        let wire = Arc::new(WireState::default());
+        let session = Session::open(self.clone(), wire.clone());
+        let (read, write) = wire::tap(reader, writer, wire);
+        let running = SessionService::new(session.clone())
+            .serve((read, write))
+            .await
+            .map_err(|error| Error::Stdio(error.to_string()))?;
+        let peer = running.peer().clone();
+        session.link.set_peer(&peer);
+        // A session that began with `initialize` hears of changes at once;
+        // a 2026-07-28 one through `subscriptions/listen` (`handler.rs`).
+        // A change during the handshake is announced at once: `changes` saw it.
+        let legacy = peer.peer_info().is_some();
+        let announcer = tokio::spawn(async move {
+            if legacy {
+                announce_changes(changes, surface, peer).await;
+            }
+        });
+        Ok(ServedSession { running, announcer })
+    }
+
+    pub fn close(&self) {
+        self.tools.close();
     }
 }
 
 /// Serves MCP on stdin/stdout until stdin closes.
 pub async fn run_gateway(options: GatewayOptions) -> Result<(), Error> {
-    let progress = Arc::new(ProgressRelay::default());
-    let consumer = ConsumerOptions {
-        endpoint: options.endpoint.clone(),
-        client_name: "switchboard mcp".into(),
-    };
-    let sink = progress.clone();
-    let tools = HubTools::start_with(consumer, move |client| Box::pin(sink.register_sink(client)));
-    // A complete first list saves MCP clients a `list_changed` right after
-    // start; with no hub, `wait_ready` returns at once.
-    if !tools.wait_ready(STARTUP_WAIT).await {
-        tracing::info!("serving MCP before every tool provider has listed its tools; the rest will be announced");
-    }
-    let mut changes = tools.changes();
-    changes.borrow_and_update();
-    let gateway = Arc::new(Gateway {
-        tools: tools.clone(),
-        progress: progress.clone(),
-        listed: Mutex::new(None),
-    });
-    let running = server::GatewayServer(gateway)
-        .serve(rmcp::transport::io::stdio())
-        .await
-        .map_err(|error| Error::Stdio(error.to_string()))?;
-    progress.set_peer(running.peer().clone());
-    // A change during the handshake is announced at once: `changes` saw it.
-    let announcer = tokio::spawn(announce_changes(changes, running.peer().clone()));
-    let outcome = running.waiting().await;
-    announcer.abort();
-    tools.close();
+    let gateway = Gateway::start(options).await;
+    let served = gateway
+        .serve(tokio::io::stdin(), tokio::io::stdout())
+        .await?;
+    let outcome = served.waiting().await;
+    gateway.close();
     outcome
-        .map(|_| ())
-        .map_err(|error| Error::Stdio(error.to_string()))
 }
 
-/// Sends `notifications/tools/list_changed` after each table change.
-async fn announce_changes(mut changes: watch::Receiver<u64>, peer: Peer<RoleServer>) {
-    while changes.changed().await.is_ok() {
-        if let Err(error) = peer.notify_tool_list_changed().await {
-            tracing::debug!(%error, "cannot send tools/list_changed");
+/// Sends `notifications/{tools,resources,prompts}/list_changed` after each
+/// change of that list.
+async fn announce_changes(
+    mut tools: watch::Receiver<u64>,
+    mut surface: watch::Receiver<SurfaceRevisions>,
+    peer: Peer<RoleServer>,
+) {
+    let mut last = *surface.borrow();
+    loop {
+        let sent = tokio::select! {
+            changed = tools.changed() => {
+                if changed.is_err() { return }
+                peer.notify_tool_list_changed().await
+            }
+            changed = surface.changed() => {
+                if changed.is_err() { return }
+                let now = *surface.borrow_and_update();
+                let mut sent = Ok(());
+                if now.resources != last.resources {
+                    sent = peer.notify_resource_list_changed().await;
+                }
+                if now.prompts != last.prompts {
+                    sent = sent.and(peer.notify_prompt_list_changed().await);
+                }
+                last = now;
+                sent
+            }
+        };
+        if let Err(error) = sent {
+            tracing::debug!(%error, "cannot send a list_changed notification");
         }
     }
 }

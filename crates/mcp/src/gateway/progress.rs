@@ -1,11 +1,16 @@
-//! Progress of gateway calls: the progress sink the gateway registers on the
-//! hub, and the relay of each provider's `notifications/progress` to the MCP
-//! client under the client's own token.
+//! Progress of gateway calls to version-1 providers: the progress sink the
+//! gateway registers on the hub, and the relay of each provider's
+//! `notifications/progress` to the MCP client that made the call, under the
+//! client's own token. (Version-2 providers send progress to the callback
+//! service instead.) The token sent to a provider is minted here, so two
+//! sessions using the same token never mix.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
+use serde_json::Value;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
@@ -16,7 +21,9 @@ use switchboard_tools::progress::{progress_sink_metadata, ProgressParams, PROGRE
 struct ProgressRoute {
     /// Only the provider the call went to may report its progress.
     provider_client_id: String,
+    /// The MCP client's own token, and the client.
     token: ProgressToken,
+    peer: Peer<RoleServer>,
     /// The last progress value sent to the MCP client. MCP requires progress
     /// to increase with each notification, but rmcp hands each incoming
     /// notification to its own task (in `provide-mcp`, which reads the
@@ -25,20 +32,15 @@ struct ProgressRoute {
     last_sent: Option<f64>,
 }
 
-/// The routes of calls in flight, and the MCP client to send progress to.
+/// The routes of calls in flight.
 #[derive(Default)]
 pub(crate) struct ProgressRelay {
-    /// The MCP client, once it is initialized.
-    peer: RwLock<Option<Peer<RoleServer>>>,
-    /// By the token's JSON text.
+    /// By the JSON text of the token sent to the provider.
     routes: Mutex<HashMap<String, ProgressRoute>>,
+    next_token: AtomicU64,
 }
 
 impl ProgressRelay {
-    pub(crate) fn set_peer(&self, peer: Peer<RoleServer>) {
-        *self.peer.write() = Some(peer);
-    }
-
     /// Registers the progress sink on `client` (it is registered again after
     /// every reconnect by the client itself).
     pub(crate) async fn register_sink(self: Arc<Self>, client: Client) {
@@ -52,26 +54,32 @@ impl ProgressRelay {
         }
     }
 
-    /// Routes progress of the call with `token` from `provider_client_id`
-    /// to the MCP client until the returned guard is dropped.
+    /// Routes progress of a call from `provider_client_id` to `peer` under
+    /// its `token` until the returned guard is dropped; the token to send
+    /// the provider.
     pub(crate) fn route(
         self: &Arc<Self>,
         token: ProgressToken,
         provider_client_id: String,
-    ) -> Option<ProgressGuard> {
-        let key = serde_json::to_string(&token).ok()?;
+        peer: Peer<RoleServer>,
+    ) -> (ProgressGuard, Value) {
+        let n = self.next_token.fetch_add(1, Ordering::Relaxed) + 1;
+        let sent = Value::String(format!("sbp{n}"));
+        let key = sent.to_string();
         self.routes.lock().insert(
             key.clone(),
             ProgressRoute {
                 provider_client_id,
                 token,
+                peer,
                 last_sent: None,
             },
         );
-        Some(ProgressGuard {
+        let guard = ProgressGuard {
             relay: self.clone(),
             key,
-        })
+        };
+        (guard, sent)
     }
 
     async fn on_progress(&self, notification: Notification) {
@@ -81,7 +89,7 @@ impl ProgressRelay {
         let Some(params) = notification.params::<ProgressParams>() else {
             return;
         };
-        let token = {
+        let (token, peer) = {
             let mut routes = self.routes.lock();
             match routes.get_mut(params.progress_token.get()) {
                 Some(route)
@@ -89,7 +97,7 @@ impl ProgressRelay {
                         && route.last_sent.is_none_or(|last| params.progress > last) =>
                 {
                     route.last_sent = Some(params.progress);
-                    route.token.clone()
+                    (route.token.clone(), route.peer.clone())
                 }
                 _ => return,
             }
@@ -101,10 +109,7 @@ impl ProgressRelay {
         if let Some(message) = params.message {
             note = note.with_message(message);
         }
-        let peer = self.peer.read().clone();
-        if let Some(peer) = peer {
-            let _ = peer.notify_progress(note).await;
-        }
+        let _ = peer.notify_progress(note).await;
     }
 }
 

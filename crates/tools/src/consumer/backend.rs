@@ -1,5 +1,6 @@
-//! A tool provider on the hub as the [`ToolBackend`] of its tools, and what
-//! it shares with the consumer: the connection, and the way to ask the index
+//! A tool provider on the hub as the [`ToolBackend`] of its tools (and, for
+//! a version-2 provider, the target of the other methods), and what it
+//! shares with the consumer: the connection, and the way to ask the index
 //! for a fresh listing.
 
 use std::sync::Arc;
@@ -11,15 +12,18 @@ use switchboard_client::Client;
 use switchboard_protocol::tool_call::ToolCallRequest;
 use tokio::sync::mpsc;
 
-use super::call::{call_provider, CallError};
+use switchboard_protocol::Principal;
+
+use super::call::{call_provider, request_provider, CallError};
+use super::listing::ListKind;
 use super::tool::ToolBackend;
 use crate::tool::BoxFuture;
 
 /// What the index is asked to do besides following the catalog.
 #[derive(Debug)]
 pub(super) enum Command {
-    /// List this provider's tools again (a call found the listing stale).
-    Refresh { service_id: String },
+    /// List one of this provider's lists again (a call found it stale).
+    Refresh { service_id: String, kind: ListKind },
     /// The hub connection is gone: nothing is reachable until it is back.
     Disconnected,
 }
@@ -70,30 +74,72 @@ impl HubCaller {
     }
 }
 
+/// Who a tool provider is on the hub: what callbacks from it are checked
+/// against (`docs/reference/tool-calls.md` section 9.3) and which version
+/// of the contract it speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderIdentity {
+    pub service_id: String,
+    /// The hub client that registered the service.
+    pub client_id: String,
+    /// The principal the hub stamps on what that client sends.
+    pub principal: Principal,
+    /// 1 (tools) or 2 (the whole MCP server surface).
+    pub version: u64,
+}
+
 /// One tool provider on the hub, as the backend of its tools.
-pub(super) struct HubProvider {
+pub struct HubProvider {
     caller: Arc<HubCaller>,
-    service_id: String,
-    client_id: String,
+    identity: ProviderIdentity,
 }
 
 impl HubProvider {
-    pub(super) fn new(caller: Arc<HubCaller>, service_id: String, client_id: String) -> Self {
-        HubProvider {
-            caller,
-            service_id,
-            client_id,
-        }
+    pub(super) fn new(caller: Arc<HubCaller>, identity: ProviderIdentity) -> Self {
+        HubProvider { caller, identity }
+    }
+
+    pub fn identity(&self) -> &ProviderIdentity {
+        &self.identity
+    }
+
+    /// A request of another method (`resources/read`, `prompts/get`, ...)
+    /// with `params`, bounded as a call is ([`call_timeout`](super::call_timeout)).
+    /// An answer saying the provider is gone has the index list it again.
+    pub fn request(
+        &self,
+        method: &'static str,
+        params: Box<RawValue>,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<Result<Box<RawValue>, CallError>> {
+        let caller = self.caller.clone();
+        let service_id = self.identity.service_id.clone();
+        Box::pin(async move {
+            let client = caller.client().ok_or(CallError::NotConnected)?;
+            request_provider(&client, &service_id, method, &params, timeout).await
+        })
+    }
+
+    /// Asks the index to list `kind` of this provider again.
+    pub fn refresh(&self, kind: ListKind) {
+        self.caller.command(Command::Refresh {
+            service_id: self.identity.service_id.clone(),
+            kind,
+        });
     }
 }
 
 impl ToolBackend for HubProvider {
     fn id(&self) -> &str {
-        &self.service_id
+        &self.identity.service_id
     }
 
     fn progress_client_id(&self) -> Option<&str> {
-        Some(&self.client_id)
+        Some(&self.identity.client_id)
+    }
+
+    fn provider(&self) -> Option<&ProviderIdentity> {
+        Some(&self.identity)
     }
 
     fn call(
@@ -102,12 +148,15 @@ impl ToolBackend for HubProvider {
         timeout: Option<Duration>,
     ) -> BoxFuture<Result<Box<RawValue>, CallError>> {
         let caller = self.caller.clone();
-        let service_id = self.service_id.clone();
+        let service_id = self.identity.service_id.clone();
         Box::pin(async move {
             let client = caller.client().ok_or(CallError::NotConnected)?;
             let answer = call_provider(&client, &service_id, &request, timeout).await;
             if answer.as_ref().is_err_and(CallError::is_stale_listing) {
-                caller.command(Command::Refresh { service_id });
+                caller.command(Command::Refresh {
+                    service_id,
+                    kind: ListKind::Tools,
+                });
             }
             answer
         })

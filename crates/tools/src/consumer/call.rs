@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 use switchboard_client::{Client, Error, ErrorKind, RequestOptions, RpcError};
-use switchboard_protocol::tool_call::{error_codes, ToolCallRequest, TOOLS_CALL, TOOLS_LIST};
+use switchboard_protocol::tool_call::{error_codes, ToolCallRequest, TOOLS_CALL};
+
+use super::listing::ListKind;
 
 /// How long one source may take to answer `tools/list`. A provider answers
 /// it from memory; one that takes longer is listed with no tools until its
@@ -96,31 +98,49 @@ pub(super) async fn call_provider(
     request: &ToolCallRequest,
     timeout: Option<Duration>,
 ) -> Result<Box<RawValue>, CallError> {
+    let params = serde_json::value::to_raw_value(request)
+        .map_err(|error| CallError::Failed(format!("cannot encode the call: {error}")))?;
+    request_provider(client, service_id, TOOLS_CALL, &params, timeout).await
+}
+
+/// `method` with `params` to the provider `service_id`, under the one
+/// timeout policy ([`call_timeout`] of `timeout` and the hub's
+/// `maxRequestTimeoutMs`). Dropping the future cancels it on the hub.
+pub(super) async fn request_provider(
+    client: &Client,
+    service_id: &str,
+    method: &str,
+    params: &RawValue,
+    timeout: Option<Duration>,
+) -> Result<Box<RawValue>, CallError> {
     if client.is_closed() {
         return Err(CallError::NotConnected);
     }
-    let params = serde_json::value::to_raw_value(request)
-        .map_err(|error| CallError::Failed(format!("cannot encode the call: {error}")))?;
-    let ceiling = Duration::from_millis(client.limits().max_request_timeout_ms);
     let options = RequestOptions {
-        timeout: Some(call_timeout(timeout, ceiling)),
+        timeout: Some(call_timeout(timeout, hub_ceiling(client))),
     };
     Ok(client
-        .request_raw(service_id, TOOLS_CALL, Some(&params), options)
+        .request_raw(service_id, method, Some(params), options)
         .await?)
 }
 
-/// `tools/list` of the provider `service_id`, bounded by [`LIST_TIMEOUT`].
+/// The hub's longest request timeout, what no wait of a call may exceed.
+pub(super) fn hub_ceiling(client: &Client) -> Duration {
+    Duration::from_millis(client.limits().max_request_timeout_ms)
+}
+
+/// The list `kind` of the provider `service_id`, bounded by [`LIST_TIMEOUT`].
 pub(super) async fn list_provider(
     client: &Client,
     service_id: &str,
+    kind: ListKind,
 ) -> Result<Box<RawValue>, CallError> {
     let params = RawValue::from_string("{}".into()).expect("{} is JSON");
     let options = RequestOptions {
         timeout: Some(LIST_TIMEOUT),
     };
     Ok(client
-        .request_raw(service_id, TOOLS_LIST, Some(&params), options)
+        .request_raw(service_id, kind.method(), Some(&params), options)
         .await?)
 }
 

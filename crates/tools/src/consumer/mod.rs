@@ -26,14 +26,33 @@
 
 mod backend;
 mod call;
+mod callback;
 mod hub;
 mod index;
+mod listing;
 pub mod naming;
+mod providers;
+mod published;
+mod requests;
+mod session;
+mod surface;
 mod table;
+mod tasks;
+mod template;
 mod tool;
 
+pub use backend::{HubProvider, ProviderIdentity};
 pub use call::{call_timeout, fresh_call_key, CallError, LIST_TIMEOUT};
+pub use callback::{CallGuard, CallSink, CallbackStats, Callbacks, LogLevel, NOTIFY_BOUND};
 pub use hub::{ConsumerOptions, ConsumerStats, HubTools};
-pub use index::provider_namespace;
+pub use listing::{ListKind, ListedItem, Listing};
+pub use providers::provider_namespace;
+pub use published::SurfaceRevisions;
+pub use session::{ConsumerSession, RequestContext, SurfaceError};
+pub use surface::{
+    ExposedPrompt, ExposedResource, ExposedTemplate, ServingProvider, Surface, SurfaceConflict,
+};
 pub use table::{Conflict, TableBuilder, ToolTable};
+pub use tasks::{MAX_TASKS, MAX_TASK_LIFETIME};
+pub use template::UriTemplate;
 pub use tool::{ExposedTool, Invocation, ListedTool, ToolBackend};

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use switchboard_protocol::tool_call::ToolCallRequest;
+use switchboard_protocol::tool_call::{ClientRef, ToolCallRequest};
 
+use super::backend::ProviderIdentity;
 use super::call::CallError;
 use super::naming::exposed_name;
 use crate::tool::BoxFuture;
@@ -91,6 +92,12 @@ pub trait ToolBackend: Send + Sync + 'static {
         None
     }
 
+    /// The hub provider behind this backend (its version says whether it
+    /// takes `client` and `task`); `None` for a backend off the hub.
+    fn provider(&self) -> Option<&ProviderIdentity> {
+        None
+    }
+
     /// Runs `request` (its `name` is the bare tool name). The wait is
     /// [`call_timeout`](super::call_timeout) of `timeout` and the backend's
     /// own ceiling. Dropping the future cancels the call.
@@ -114,6 +121,11 @@ pub struct Invocation {
     pub call_key: Option<String>,
     /// How long the caller will wait; `None`: as long as the backend allows.
     pub timeout: Option<Duration>,
+    /// Version 2: the consumer's callback service and what its MCP client
+    /// declared; see [`Callbacks::begin`](super::Callbacks::begin).
+    pub client: Option<ClientRef>,
+    /// Version 2: MCP's `task` member (`{ttl?}`), passed on untouched.
+    pub task: Option<Box<RawValue>>,
 }
 
 /// A tool under its exposed name, with the backend that runs it. Shared
@@ -162,6 +174,15 @@ impl ExposedTool {
             == Some(true)
     }
 
+    /// MCP's `execution.taskSupport` as listed (`"forbidden"`, `"optional"`,
+    /// `"required"`); `None` when the tool says nothing (MCP: forbidden).
+    pub fn task_support(&self) -> Option<&str> {
+        self.definition
+            .get("execution")
+            .and_then(|execution| execution.get("taskSupport"))
+            .and_then(Value::as_str)
+    }
+
     /// The listed definition under the exposed name: what an MCP host gets.
     pub fn listed_definition(&self) -> Map<String, Value> {
         let mut definition = self.definition.clone();
@@ -182,8 +203,8 @@ impl ExposedTool {
             call_key: invocation.call_key,
             schema_pin: self.schema_pin.clone(),
             origin: None,
-            client: None,
-            task: None,
+            client: invocation.client,
+            task: invocation.task,
         };
         self.backend.call(request, invocation.timeout)
     }

@@ -85,6 +85,8 @@ fn invocation(arguments: Value, timeout: Option<Duration>) -> Invocation {
         progress_token: None,
         call_key: None,
         timeout,
+        client: None,
+        task: None,
     }
 }
 

@@ -1,0 +1,236 @@
+//! What MCP 2025-11-25 says that rmcp 3.11's model cannot carry, carried
+//! around it on a session's stdio.
+//!
+//! rmcp 3.11 models the 2026-07-28 tasks extension (SEP-2663): its
+//! `ClientCapabilities` and `ServerCapabilities` have no `tasks` member and
+//! its `CallToolRequestParams` no `task`, so an older client's task
+//! requests would be dropped on the way in. The gateway reads and writes
+//! the session's lines itself and hands rmcp the rest through a pipe:
+//!
+//! - in: `initialize`'s `params.capabilities` as the client sent them are
+//!   kept ([`WireState::capabilities`]: what `client.capabilities` carries to
+//!   providers, unknown members included); `tools/call`'s `params.task` moves
+//!   to `params._meta["switchboard/task"]`, which rmcp keeps;
+//! - out: the answer to `initialize` gains `capabilities.tasks` (MCP
+//!   2025-11-25's shape) when the negotiated version has tasks.
+//!
+//! Lines are bounded like rmcp's own (16 MiB); a longer one is dropped.
+
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use parking_lot::RwLock;
+use serde_json::{json, Map, Value};
+use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
+use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
+
+/// The `_meta` key a `tools/call`'s `task` member travels under inside the
+/// gateway.
+pub(crate) const TASK_META: &str = "switchboard/task";
+
+/// The longest line read or written.
+const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// The pipe between the pumps and rmcp.
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// What the pumps learned of a session.
+#[derive(Default)]
+pub(crate) struct WireState {
+    /// `initialize`'s capabilities, as sent.
+    capabilities: RwLock<Option<Value>>,
+    /// The id of the `initialize` request, until it is answered.
+    initialize_id: RwLock<Option<Value>>,
+}
+
+impl WireState {
+    /// What the client declared at `initialize`, as sent (`None` for a
+    /// session without one: a 2026-07-28 client declares per request).
+    pub(crate) fn capabilities(&self) -> Option<Value> {
+        self.capabilities.read().clone()
+    }
+
+    /// Whether a line from the client may need carrying (only those are
+    /// parsed here; rmcp parses every line anyway).
+    fn may_carry_in(line: &str) -> bool {
+        line.contains("\"initialize\"") || line.contains("\"tools/call\"")
+    }
+
+    /// Whether a line from rmcp may need carrying: only until `initialize`
+    /// is answered.
+    fn may_carry_out(&self) -> bool {
+        self.initialize_id.read().is_some()
+    }
+
+    /// One message from the client, before rmcp reads it.
+    pub(crate) fn carry_in(&self, message: &mut Value) {
+        match message.get("method").and_then(Value::as_str) {
+            Some("initialize") => {
+                *self.capabilities.write() = message["params"].get("capabilities").cloned();
+                *self.initialize_id.write() = message.get("id").cloned();
+            }
+            Some("tools/call") => {
+                let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)
+                else {
+                    return;
+                };
+                if let Some(task) = params.remove("task") {
+                    meta_of(params).insert(TASK_META.into(), task);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// One message from rmcp, before the client reads it.
+    pub(crate) fn carry_out(&self, message: &mut Value) {
+        if message.get("result").is_none() || self.initialize_id.read().is_none() {
+            return;
+        }
+        if message.get("id") != self.initialize_id.read().as_ref() {
+            return;
+        }
+        *self.initialize_id.write() = None;
+        let result = &mut message["result"];
+        let has_tasks = result["protocolVersion"]
+            .as_str()
+            .is_some_and(|version| version == "2025-11-25");
+        if let (true, Some(capabilities)) = (has_tasks, result["capabilities"].as_object_mut()) {
+            capabilities.insert(
+                "tasks".into(),
+                json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+            );
+        }
+    }
+}
+
+fn meta_of(params: &mut Map<String, Value>) -> &mut Map<String, Value> {
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    meta.as_object_mut().expect("made an object above")
+}
+
+/// Puts the pumps between `reader`/`writer` (the client) and rmcp: returns
+/// the ends rmcp serves on. The pumps end when either side closes.
+pub(crate) fn tap<R, W>(reader: R, writer: W, state: Arc<WireState>) -> (DuplexStream, DuplexStream)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let incoming = state.clone();
+    tokio::spawn(pump(
+        reader,
+        to_rmcp,
+        WireState::may_carry_in,
+        move |message| incoming.carry_in(message),
+    ));
+    let outgoing = state.clone();
+    tokio::spawn(pump(
+        from_rmcp,
+        writer,
+        move |_| outgoing.may_carry_out(),
+        move |message| state.carry_out(message),
+    ));
+    (rmcp_reads, rmcp_writes)
+}
+
+/// Copies lines from `reader` to `writer`; each line `may_carry` picks is
+/// read as JSON and goes through `carry` (one that is not JSON goes on
+/// untouched: rmcp answers it).
+async fn pump<R, W>(
+    reader: R,
+    writer: W,
+    may_carry: impl Fn(&str) -> bool,
+    carry: impl Fn(&mut Value),
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
+    let mut out = FramedWrite::new(writer, LinesCodec::new_with_max_length(MAX_LINE));
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(line) => line,
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                tracing::error!(max = MAX_LINE, "an MCP message exceeded the longest line; dropped");
+                continue;
+            }
+            Err(LinesCodecError::Io(error)) => {
+                tracing::debug!(%error, "the MCP stream ended");
+                break;
+            }
+        };
+        let line = match may_carry(&line)
+            .then(|| serde_json::from_str::<Value>(&line).ok())
+            .flatten()
+        {
+            Some(mut message) => {
+                carry(&mut message);
+                message.to_string()
+            }
+            None => line,
+        };
+        if out.send(line).await.is_err() {
+            break;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn initialize_capabilities_are_kept_as_sent_and_the_answer_gains_tasks() {
+        let state = WireState::default();
+        let mut initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tasks": {"requests": {"tools": {"call": {}}}}, "sampling": {}},
+            "clientInfo": {"name": "c", "version": "1"}}});
+        let before = initialize.clone();
+        state.carry_in(&mut initialize);
+        assert_eq!(initialize, before);
+        assert_eq!(
+            state.capabilities().unwrap()["tasks"]["requests"]["tools"]["call"],
+            json!({})
+        );
+        let mut answer = json!({"jsonrpc": "2.0", "id": 0, "result": {
+            "protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {}}});
+        state.carry_out(&mut answer);
+        assert_eq!(answer["result"]["capabilities"]["tasks"]["list"], json!({}));
+        // Only that answer.
+        let mut other = json!({"jsonrpc": "2.0", "id": 0, "result": {"capabilities": {}}});
+        state.carry_out(&mut other);
+        assert_eq!(other["result"]["capabilities"], json!({}));
+    }
+
+    #[test]
+    fn an_older_version_gets_no_tasks() {
+        let state = WireState::default();
+        let mut initialize = json!({"id": "a", "method": "initialize", "params": {"capabilities": {}}});
+        state.carry_in(&mut initialize);
+        let mut answer = json!({"id": "a", "result": {"protocolVersion": "2025-06-18", "capabilities": {}}});
+        state.carry_out(&mut answer);
+        assert_eq!(answer["result"]["capabilities"], json!({}));
+    }
+
+    #[test]
+    fn a_calls_task_travels_in_meta() {
+        let state = WireState::default();
+        let mut call = json!({"id": 3, "method": "tools/call", "params": {
+            "name": "ns__t", "arguments": {}, "task": {"ttl": 60000}, "_meta": {"progressToken": 1}}});
+        state.carry_in(&mut call);
+        assert_eq!(call["params"].get("task"), None);
+        assert_eq!(call["params"]["_meta"][TASK_META], json!({"ttl": 60000}));
+        assert_eq!(call["params"]["_meta"]["progressToken"], 1);
+        let mut plain = json!({"id": 4, "method": "tools/call", "params": {"name": "x"}});
+        state.carry_in(&mut plain);
+        assert_eq!(plain["params"].get("_meta"), None);
+    }
+}
