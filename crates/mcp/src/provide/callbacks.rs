@@ -112,9 +112,9 @@ impl Relay {
         let method = request.method.clone();
         let entry = match self.calls.attribute_request(&request.params, request.call) {
             Attribution::Call(entry) => entry,
-            Attribution::NoCall if method == callback::ROOTS_LIST => {
-                return Ok(json!({"roots": []}))
-            }
+            // Roots too: an empty list would be taken for the caller's
+            // roots, and servers that keep the first answer (the
+            // reference server does) would never ask during a call.
             Attribution::NoCall => {
                 self.count(
                     Counted::NoCall,
