@@ -10,6 +10,7 @@ mod cli_commands;
 mod dashboard;
 mod faults;
 mod federation;
+mod mcp_clients;
 mod mcp_gateway;
 mod modules;
 mod newcomer;

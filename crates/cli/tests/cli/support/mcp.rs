@@ -71,6 +71,13 @@ impl Process {
     }
 }
 
+impl From<Child> for Process {
+    /// Any child process of a test, stopped as [`Process::stop`] does when dropped.
+    fn from(child: Child) -> Process {
+        Process(Some(child))
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
         self.stop();

@@ -1,0 +1,196 @@
+//! The gateway (`switchboard mcp`) with the official MCP clients and the
+//! reference server, as real processes: `@modelcontextprotocol/server-everything`
+//! hosted on a hub either by `switchboard provide-mcp` or as an
+//! `[modules.NAME] mcp = [...]` module (no grants in the config), and, on
+//! `switchboard mcp`, the official Python client (pip package `mcp`,
+//! `mcp/py/*.py`) or the official TypeScript SDK client
+//! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`). Each script runs
+//! every check against the hub directory it is given, prints `FAILED:
+//! <check>: <why>` for each that fails, and exits 1 if any did; the test
+//! asserts it exited 0.
+//!
+//! `.ci/run` installs what they need (`python3 -m pip install mcp`; `npm
+//! install --prefix crates/cli/tests/cli/mcp/js ...`, pinned by that
+//! folder's package-lock.json); a test fails, saying so, when they are
+//! missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use switchboard_testkit::switchboard_binary;
+
+use crate::support::mcp::{provider_id, Process};
+use crate::support::modules::{toml_string, ModuleHub};
+use crate::support::HubProcess;
+
+/// How long one client script may run (its checks wait at most 60 s each).
+const SCRIPT_WAIT: Duration = Duration::from_secs(300);
+
+fn mcp_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cli/mcp")
+}
+
+/// server-everything's entry point; fails, naming the install step, when
+/// the npm packages are not installed.
+fn everything_server() -> PathBuf {
+    let js = mcp_dir().join("js");
+    for package in [
+        "@modelcontextprotocol/server-everything",
+        "@modelcontextprotocol/sdk",
+    ] {
+        assert!(
+            js.join("node_modules").join(package).join("package.json").exists(),
+            "{package} is not installed in {}: run .ci/run's install step \
+             `npm install --prefix crates/cli/tests/cli/mcp/js --ignore-scripts --no-audit --no-fund`",
+            js.display()
+        );
+    }
+    js.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// Fails, naming the install step, when python's `mcp` package is missing.
+fn python_mcp_installed() {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import mcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    assert!(
+        found,
+        "python3 cannot import the official MCP client (`mcp`): run .ci/run's install step \
+         `python3 -m pip install mcp`"
+    );
+}
+
+/// A hub with server-everything on it under `namespace`.
+enum Everything {
+    /// `switchboard provide-mcp --namespace NS -- node ... stdio` (stopped
+    /// first, when dropped).
+    Provided { _provider: Process, hub: HubProcess },
+    /// `[modules.NS] mcp = ["node", ..., "stdio"]` in the hub's config.
+    Module(ModuleHub),
+}
+
+impl Everything {
+    async fn provided(namespace: &str) -> Everything {
+        let server = everything_server();
+        let hub = HubProcess::start();
+        let child = std::process::Command::new(switchboard_binary())
+            .args(["provide-mcp", "--namespace", namespace, "--dir"])
+            .arg(hub.dir())
+            .arg("--")
+            .arg("node")
+            .arg(&server)
+            .arg("stdio")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start switchboard provide-mcp");
+        let everything = Everything::Provided {
+            _provider: Process::from(child),
+            hub,
+        };
+        everything.listed(namespace).await;
+        everything
+    }
+
+    async fn module(namespace: &str) -> Everything {
+        let server = everything_server();
+        let config = format!(
+            "[modules.{namespace}]\nmcp = [\"node\", {}, \"stdio\"]\n",
+            toml_string(&server.to_string_lossy())
+        );
+        let everything = Everything::Module(ModuleHub::start(&config));
+        everything.listed(namespace).await;
+        everything
+    }
+
+    fn dir(&self) -> &Path {
+        match self {
+            Everything::Provided { hub, .. } => hub.dir(),
+            Everything::Module(hub) => hub.dir(),
+        }
+    }
+
+    /// Returns once the provider of `namespace` is in the hub's catalog.
+    async fn listed(&self, namespace: &str) {
+        let client = match self {
+            Everything::Provided { hub, .. } => hub.client("watcher").await,
+            Everything::Module(hub) => hub.client().await,
+        };
+        provider_id(&client, namespace).await;
+        client.close();
+    }
+
+    /// Runs `program script SWITCHBOARD_BIN HUB_DIR NAMESPACE` and asserts
+    /// it exits 0, showing its output otherwise.
+    async fn run(&self, program: &str, script: &str, namespace: &str) {
+        let script = mcp_dir().join(script);
+        let mut command = tokio::process::Command::new(program);
+        command
+            .arg(&script)
+            .arg(switchboard_binary())
+            .arg(self.dir())
+            .arg(namespace)
+            .current_dir(script.parent().unwrap())
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{program} {script:?} did not finish within {SCRIPT_WAIT:?}")
+            })
+            .unwrap_or_else(|error| panic!("cannot run {program}: {error}"));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            output.status.success(),
+            "{program} {} failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
+            script.display(),
+            output.status
+        );
+        assert!(stdout.contains("all checks passed"), "{stdout}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_uses_everything_hosted_by_provide_mcp() {
+    python_mcp_installed();
+    let hub = Everything::provided("everything").await;
+    hub.run("python3", "py/everything.py", "everything").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_uses_everything_as_a_module() {
+    python_mcp_installed();
+    let hub = Everything::module("modev").await;
+    hub.run("python3", "py/everything.py", "modev").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_python_clients_each_answer_only_their_own_sampling() {
+    python_mcp_installed();
+    let hub = Everything::provided("everything").await;
+    hub.run("python3", "py/two_clients.py", "everything").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_uses_everything_hosted_by_provide_mcp() {
+    let hub = Everything::provided("everything").await;
+    hub.run("node", "js/everything.mjs", "everything").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_uses_everything_as_a_module() {
+    let hub = Everything::module("modev").await;
+    hub.run("node", "js/everything.mjs", "modev").await;
+}
