@@ -12,8 +12,8 @@ use std::sync::Arc;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ElicitRequestParams, ElicitResult, ErrorCode, ErrorData, Implementation, ListRootsResult,
-    LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, ProtocolVersion,
-    ResourceUpdatedNotificationParam,
+    LoggingMessageNotificationParam, NotificationMetaObject, ProgressNotificationParam,
+    ProgressToken, ProtocolVersion, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ClientHandler, RoleClient};
@@ -71,7 +71,14 @@ impl Bridge {
         typed: Value,
         context: &NotificationContext<RoleClient>,
     ) -> ServerNotification {
-        let params = with_meta(typed, &context.meta.0 .0);
+        // rmcp 3.11 moves a notification's extensions into the context
+        // before it takes `_meta` out of them, so the `_meta` the server
+        // sent stays in `context.extensions` and `context.meta` is empty.
+        let meta = match context.extensions.get::<NotificationMetaObject>() {
+            Some(sent) if context.meta.0 .0.is_empty() => &sent.0 .0,
+            _ => &context.meta.0 .0,
+        };
+        let params = with_meta(typed, meta);
         let call = match progress_token(&params) {
             Some(token) => self.routes.tag_of(&token).await,
             None => None,

@@ -404,8 +404,9 @@ async fn a_task_is_fenced_by_its_call_key_and_an_interrupted_one_is_never_run_ag
     let _restarted = hub.provide("everything");
     let service = provider_id_except(&alice.client, "everything", Some(&service)).await;
     for _ in 0..2 {
-        let (code, _, data) = error_of(alice.ask(&service, "tools/call", research("k-2", 0)).await);
-        assert_eq!(code, -32603);
+        let (code, message, data) =
+            error_of(alice.ask(&service, "tools/call", research("k-2", 30)).await);
+        assert_eq!(code, -32603, "{message} {data}");
         assert_eq!(data, json!({"code": "outcome_unknown", "call_key": "k-2"}));
     }
     // The settled one replays its task.

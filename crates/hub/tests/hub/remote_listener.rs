@@ -267,7 +267,10 @@ async fn the_remote_listener_serves_only_the_upgrade_and_the_health_check() {
     for path in ["/metrics", "/ui/", "/ui/login?code=x", "/nothing"] {
         let answer = get_over_tls(&base, der.clone(), path).await;
         assert!(answer.starts_with("HTTP/1.1 404"), "{path}: {answer}");
-        assert!(answer.contains("not served on the remote listener"), "{answer}");
+        assert!(
+            answer.contains("not served on the remote listener"),
+            "{answer}"
+        );
         assert!(!answer.contains("switchboard_"), "{path}: {answer}");
     }
     drop(hub);

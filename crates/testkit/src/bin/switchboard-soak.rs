@@ -89,7 +89,10 @@ fn main() -> ExitCode {
     // The fabric's hubs are the `switchboard` built beside this program
     // (`HubProcess` looks beside a test, one directory further down).
     if std::env::var_os("SWITCHBOARD_BIN").is_none() {
-        if let Some(dir) = std::env::current_exe().ok().and_then(|exe| exe.parent().map(PathBuf::from)) {
+        if let Some(dir) = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(PathBuf::from))
+        {
             std::env::set_var("SWITCHBOARD_BIN", dir.join("switchboard"));
         }
     }

@@ -427,7 +427,9 @@ async fn resumed_after(shared: &Shared, since: Instant, bound: Duration) -> Opti
 }
 
 fn ms(duration: Option<Duration>) -> String {
-    duration.map_or("(not within 4 × the bound)".into(), |d| format!("{} ms", d.as_millis()))
+    duration.map_or("(not within 4 × the bound)".into(), |d| {
+        format!("{} ms", d.as_millis())
+    })
 }
 
 /// `switchboard_requests_in_flight` of a hub that is up.
