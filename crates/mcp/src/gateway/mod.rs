@@ -112,7 +112,9 @@ impl Gateway {
         // A complete first list saves MCP clients a `list_changed` right
         // after start; with no hub, `wait_ready` returns at once.
         if !tools.wait_ready(STARTUP_WAIT).await {
-            tracing::info!("serving MCP before every tool provider has listed; the rest will be announced");
+            tracing::info!(
+                "serving MCP before every tool provider has listed; the rest will be announced"
+            );
         }
         Arc::new(Gateway {
             tools,

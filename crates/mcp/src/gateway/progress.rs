@@ -10,10 +10,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
-use serde_json::Value;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::Peer;
 use rmcp::RoleServer;
+use serde_json::Value;
 use switchboard_client::{handler_fn, method_not_found, Client, Notification};
 use switchboard_tools::progress::{progress_sink_metadata, ProgressParams, PROGRESS_METHOD};
 

@@ -19,7 +19,7 @@ use rmcp::model::{
     ServerConfig, ServerResult,
 };
 use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{RoleServer, Service, ServerHandler};
+use rmcp::{RoleServer, ServerHandler, Service};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use switchboard_protocol::tool_call::v2;
@@ -143,9 +143,14 @@ fn finish(
 /// `tasks/get` and `tasks/cancel` as the 2026-07-28 extension's, the rest
 /// as custom requests).
 fn task_method(method: &str) -> Option<&'static str> {
-    [v2::TASKS_GET, v2::TASKS_RESULT, v2::TASKS_LIST, v2::TASKS_CANCEL]
-        .into_iter()
-        .find(|known| *known == method)
+    [
+        v2::TASKS_GET,
+        v2::TASKS_RESULT,
+        v2::TASKS_LIST,
+        v2::TASKS_CANCEL,
+    ]
+    .into_iter()
+    .find(|known| *known == method)
 }
 
 impl Service<RoleServer> for SessionService {
@@ -171,25 +176,36 @@ impl Service<RoleServer> for SessionService {
             | ClientRequest::UnsubscribeRequest(_)
             | ClientRequest::GetTaskRequest(_)
             | ClientRequest::CancelTaskRequest(_) => !modern,
-            ClientRequest::CustomRequest(custom) => !modern && task_method(&custom.method).is_some(),
+            ClientRequest::CustomRequest(custom) => {
+                !modern && task_method(&custom.method).is_some()
+            }
             _ => false,
         };
         if !ours {
             return Service::handle_request(&self.handler, request, context).await;
         }
-        check_lifecycle(&context, &ServerHandler::supported_protocol_versions(&self.handler))?;
+        check_lifecycle(
+            &context,
+            &ServerHandler::supported_protocol_versions(&self.handler),
+        )?;
         let (shape, answer) = match request {
-            ClientRequest::ListToolsRequest(_) => (Shape::Cacheable, Ok(session.list_tools(&context))),
+            ClientRequest::ListToolsRequest(_) => {
+                (Shape::Cacheable, Ok(session.list_tools(&context)))
+            }
             ClientRequest::CallToolRequest(call) => {
                 (Shape::Plain, session.call_tool(call.params, context).await)
             }
-            ClientRequest::ListResourcesRequest(_) => (Shape::Cacheable, Ok(session.list_resources())),
+            ClientRequest::ListResourcesRequest(_) => {
+                (Shape::Cacheable, Ok(session.list_resources()))
+            }
             ClientRequest::ListResourceTemplatesRequest(_) => {
                 (Shape::Cacheable, Ok(session.list_resource_templates()))
             }
             ClientRequest::ReadResourceRequest(read) => (
                 Shape::Cacheable,
-                session.read_resource(params_of(&read.params), &context).await,
+                session
+                    .read_resource(params_of(&read.params), &context)
+                    .await,
             ),
             ClientRequest::ListPromptsRequest(_) => (Shape::Cacheable, Ok(session.list_prompts())),
             ClientRequest::GetPromptRequest(get) => (
@@ -198,7 +214,9 @@ impl Service<RoleServer> for SessionService {
             ),
             ClientRequest::CompleteRequest(complete) => (
                 Shape::Plain,
-                session.complete(params_of(&complete.params), &context).await,
+                session
+                    .complete(params_of(&complete.params), &context)
+                    .await,
             ),
             ClientRequest::SetLevelRequest(set) => {
                 let level = params_of(&set.params)

@@ -173,7 +173,9 @@ impl CallSink for ClientLink {
             if declared.get(capability).is_none_or(Value::is_null) {
                 return Err(ErrorObject::new(
                     ErrorCode::MethodNotFound,
-                    format!("the MCP client did not declare {capability}, so it cannot answer {method}"),
+                    format!(
+                        "the MCP client did not declare {capability}, so it cannot answer {method}"
+                    ),
                 ));
             }
             let peer = peer.ok_or_else(|| {
@@ -217,8 +219,10 @@ impl CallSink for ClientLink {
                 return;
             }
             let Some(peer) = peer else { return };
-            let notification =
-                ServerNotification::CustomNotification(CustomNotification::new(method, Some(params)));
+            let notification = ServerNotification::CustomNotification(CustomNotification::new(
+                method,
+                Some(params),
+            ));
             if let Err(error) = peer.send_notification(notification).await {
                 tracing::debug!(%error, "cannot send a notification to the MCP client");
             }

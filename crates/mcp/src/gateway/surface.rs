@@ -133,7 +133,9 @@ impl Session {
         let level = LogLevel::parse(level).ok_or_else(|| {
             ErrorData::invalid_params(format!("{level:?} is not a logging level"), None)
         })?;
-        self.consumer.set_level(level, &self.declared(context)).await;
+        self.consumer
+            .set_level(level, &self.declared(context))
+            .await;
         Ok(json!({}))
     }
 
@@ -153,9 +155,6 @@ impl Session {
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
         let call = self.call_context(context);
-        self.consumer
-            .list_tasks(&call)
-            .await
-            .map_err(surface_error)
+        self.consumer.list_tasks(&call).await.map_err(surface_error)
     }
 }

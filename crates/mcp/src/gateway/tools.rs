@@ -74,7 +74,13 @@ impl Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
-        let Some(tool) = self.gateway.tools.tools().get(request.name.as_ref()).cloned() else {
+        let Some(tool) = self
+            .gateway
+            .tools
+            .tools()
+            .get(request.name.as_ref())
+            .cloned()
+        else {
             // A client's mistake (or a list it has not refreshed yet).
             tracing::debug!(tool = %request.name, "tools/call of a tool not on the list");
             return Err(unknown_tool(&format!("unknown tool {:?}", request.name)));

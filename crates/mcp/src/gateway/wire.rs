@@ -70,8 +70,7 @@ impl WireState {
                 *self.initialize_id.write() = message.get("id").cloned();
             }
             Some("tools/call") => {
-                let Some(params) = message.get_mut("params").and_then(Value::as_object_mut)
-                else {
+                let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) else {
                     return;
                 };
                 if let Some(task) = params.remove("task") {
@@ -158,7 +157,10 @@ async fn pump<R, W>(
         let line = match line {
             Ok(line) => line,
             Err(LinesCodecError::MaxLineLengthExceeded) => {
-                tracing::error!(max = MAX_LINE, "an MCP message exceeded the longest line; dropped");
+                tracing::error!(
+                    max = MAX_LINE,
+                    "an MCP message exceeded the longest line; dropped"
+                );
                 continue;
             }
             Err(LinesCodecError::Io(error)) => {
@@ -213,9 +215,11 @@ mod tests {
     #[test]
     fn an_older_version_gets_no_tasks() {
         let state = WireState::default();
-        let mut initialize = json!({"id": "a", "method": "initialize", "params": {"capabilities": {}}});
+        let mut initialize =
+            json!({"id": "a", "method": "initialize", "params": {"capabilities": {}}});
         state.carry_in(&mut initialize);
-        let mut answer = json!({"id": "a", "result": {"protocolVersion": "2025-06-18", "capabilities": {}}});
+        let mut answer =
+            json!({"id": "a", "result": {"protocolVersion": "2025-06-18", "capabilities": {}}});
         state.carry_out(&mut answer);
         assert_eq!(answer["result"]["capabilities"], json!({}));
     }

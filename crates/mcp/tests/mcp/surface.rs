@@ -2,9 +2,13 @@
 //! resources listed, named and routed; collisions; a list that does not
 //! parse; list changes announced; levels and subscriptions passed on.
 
+// Logging and resources/subscribe are what 2026-07-28 deprecates and
+// clients on 2025-11-25 still use: the gateway must keep serving them.
+#![allow(deprecated)]
+
 use rmcp::model::{
-    CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams, SetLevelRequestParams,
-    SubscribeRequestParams,
+    CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams,
 };
 use serde_json::{json, Value};
 
@@ -37,18 +41,19 @@ async fn prompts_and_resources_of_two_providers_are_listed_named_and_routed() {
     let client = McpClient::connect(&gateway, "one", Answers::Always).await;
     let peer = client.service.peer();
 
-    let prompts = within("prompts/list", peer.list_all_prompts()).await.unwrap();
+    let prompts = within("prompts/list", peer.list_all_prompts())
+        .await
+        .unwrap();
     let mut names: Vec<String> = prompts.iter().map(|p| p.name.clone()).collect();
     names.sort();
     assert_eq!(names, ["alpha__greet", "zeta__greet"]);
-    assert_eq!(
-        prompts[0].description.as_deref(),
-        Some("the prompt greet")
-    );
+    assert_eq!(prompts[0].description.as_deref(), Some("the prompt greet"));
 
     // One URI both list: served by the first by namespace order (alpha),
     // listed once, and the collision counted.
-    let resources = within("resources/list", peer.list_all_resources()).await.unwrap();
+    let resources = within("resources/list", peer.list_all_resources())
+        .await
+        .unwrap();
     let uris: Vec<String> = resources.iter().map(|r| r.uri.clone()).collect();
     assert_eq!(
         uris,
@@ -61,7 +66,10 @@ async fn prompts_and_resources_of_two_providers_are_listed_named_and_routed() {
     )
     .await
     .unwrap();
-    assert_eq!(json_of(&read)["contents"][0]["text"], "alpha read test://shared");
+    assert_eq!(
+        json_of(&read)["contents"][0]["text"],
+        "alpha read test://shared"
+    );
     assert!(zeta.seen.of("resources/read").is_empty());
 
     // A URI no provider lists goes to the provider whose template matches.
@@ -71,14 +79,20 @@ async fn prompts_and_resources_of_two_providers_are_listed_named_and_routed() {
     )
     .await
     .unwrap();
-    assert_eq!(json_of(&read)["contents"][0]["text"], "zeta read test://zeta/items/7");
+    assert_eq!(
+        json_of(&read)["contents"][0]["text"],
+        "zeta read test://zeta/items/7"
+    );
     let templates = within("templates/list", peer.list_all_resource_templates())
         .await
         .unwrap();
     assert_eq!(templates.len(), 2);
     // The read carried `client` and its own call id.
     let sent = &zeta.seen.of("resources/read")[0];
-    assert_eq!(sent["client"]["service"], json!(gateway.tools().callback_service_id()));
+    assert_eq!(
+        sent["client"]["service"],
+        json!(gateway.tools().callback_service_id())
+    );
     assert!(sent["_meta"]["switchboard/call"].is_string());
 
     // And a URI nobody serves is MCP's resource-not-found.
@@ -97,7 +111,10 @@ async fn prompts_and_resources_of_two_providers_are_listed_named_and_routed() {
     )
     .await
     .unwrap();
-    assert_eq!(json_of(&got)["messages"][0]["content"]["text"], "zeta prompt greet");
+    assert_eq!(
+        json_of(&got)["messages"][0]["content"]["text"],
+        "zeta prompt greet"
+    );
     assert_eq!(zeta.seen.of("prompts/get")[0]["name"], "greet");
     assert!(alpha.seen.of("prompts/get").is_empty());
 
@@ -106,9 +123,17 @@ async fn prompts_and_resources_of_two_providers_are_listed_named_and_routed() {
         "ref": {"type": "ref/prompt", "name": "alpha__greet"},
         "argument": {"name": "topic", "value": "t"}}))
     .unwrap();
-    let completed = within("completion/complete", peer.complete(params)).await.unwrap();
-    assert_eq!(json_of(&completed)["completion"]["values"][0], "alpha completes");
-    assert_eq!(alpha.seen.of("completion/complete")[0]["ref"]["name"], "greet");
+    let completed = within("completion/complete", peer.complete(params))
+        .await
+        .unwrap();
+    assert_eq!(
+        json_of(&completed)["completion"]["values"][0],
+        "alpha completes"
+    );
+    assert_eq!(
+        alpha.seen.of("completion/complete")[0]["ref"]["name"],
+        "greet"
+    );
 }
 
 #[tokio::test]
@@ -127,13 +152,20 @@ async fn a_list_that_does_not_parse_offers_nothing_of_that_kind_and_is_counted()
     .await;
     let client = McpClient::connect(&gateway, "one", Answers::Always).await;
     let peer = client.service.peer();
-    let prompts = within("prompts/list", peer.list_all_prompts()).await.unwrap();
+    let prompts = within("prompts/list", peer.list_all_prompts())
+        .await
+        .unwrap();
     let names: Vec<String> = prompts.iter().map(|p| p.name.clone()).collect();
     assert_eq!(names, ["good__greet"]);
     // Everything else of that provider is still served.
-    let result = client.call("broken__echo", json!({"text": "still here"})).await.unwrap();
+    let result = client
+        .call("broken__echo", json!({"text": "still here"}))
+        .await
+        .unwrap();
     assert_eq!(text_of(&result), "still here");
-    let resources = within("resources/list", peer.list_all_resources()).await.unwrap();
+    let resources = within("resources/list", peer.list_all_resources())
+        .await
+        .unwrap();
     assert!(resources.iter().any(|r| r.uri == "test://broken/one"));
 }
 
@@ -153,9 +185,13 @@ async fn a_changed_revision_is_listed_again_and_announced() {
     within("prompts/list_changed", prompts_changed).await;
     within("resources/list_changed", resources_changed).await;
     let peer = client.service.peer();
-    let prompts = within("prompts/list", peer.list_all_prompts()).await.unwrap();
+    let prompts = within("prompts/list", peer.list_all_prompts())
+        .await
+        .unwrap();
     assert_eq!(prompts.len(), 2);
-    let resources = within("resources/list", peer.list_all_resources()).await.unwrap();
+    let resources = within("resources/list", peer.list_all_resources())
+        .await
+        .unwrap();
     assert_eq!(resources.len(), 3);
 }
 
@@ -171,25 +207,39 @@ async fn levels_subscriptions_and_roots_changes_are_passed_on() {
     // A log message of no call before any level was set is dropped.
     let service = gateway.tools().callback_service_id().unwrap();
     let note = json!({"level": "error", "data": "early"});
-    provider.notify(&service, "notifications/message", note).await;
+    provider
+        .notify(&service, "notifications/message", note)
+        .await;
     eventually("the early message dropped", || {
         gateway.tools().stats().callbacks.dropped_notifications >= 1
     })
     .await;
 
     let level: SetLevelRequestParams = serde_json::from_value(json!({"level": "warning"})).unwrap();
-    within("logging/setLevel", peer.set_level(level)).await.unwrap();
+    within("logging/setLevel", peer.set_level(level))
+        .await
+        .unwrap();
     let set = provider.seen.of("logging/setLevel");
     assert_eq!(set[0]["level"], "warning");
     assert_eq!(set[0]["client"]["service"], json!(service));
     for (level, data) in [("info", "too low"), ("error", "wanted")] {
         let note = json!({"level": level, "data": data});
-        provider.notify(&service, "notifications/message", note).await;
+        provider
+            .notify(&service, "notifications/message", note)
+            .await;
     }
     client
-        .wait_for("the wanted log message", |events| !events.logs.lock().is_empty())
+        .wait_for("the wanted log message", |events| {
+            !events.logs.lock().is_empty()
+        })
         .await;
-    let logs: Vec<Value> = client.events.logs.lock().iter().map(|l| l.data.clone()).collect();
+    let logs: Vec<Value> = client
+        .events
+        .logs
+        .lock()
+        .iter()
+        .map(|l| l.data.clone())
+        .collect();
     assert_eq!(logs, [json!("wanted")]);
 
     // Subscriptions: the provider is asked; updates of that URI arrive,
@@ -200,11 +250,18 @@ async fn levels_subscriptions_and_roots_changes_are_passed_on() {
     )
     .await
     .unwrap();
-    assert_eq!(provider.seen.of("resources/subscribe")[0]["uri"], "test://ev/one");
+    assert_eq!(
+        provider.seen.of("resources/subscribe")[0]["uri"],
+        "test://ev/one"
+    );
     let dropped = gateway.tools().stats().callbacks.dropped_notifications;
     for uri in ["test://ev/other", "test://ev/one"] {
         provider
-            .notify(&service, "notifications/resources/updated", json!({"uri": uri}))
+            .notify(
+                &service,
+                "notifications/resources/updated",
+                json!({"uri": uri}),
+            )
             .await;
     }
     client
@@ -223,7 +280,10 @@ async fn levels_subscriptions_and_roots_changes_are_passed_on() {
     )
     .await
     .unwrap();
-    eventually("roots/list_changed passed on", || provider_roots_changed(&provider)).await;
+    eventually("roots/list_changed passed on", || {
+        provider_roots_changed(&provider)
+    })
+    .await;
     let changed = &provider.seen.of("notifications/roots/list_changed")[0];
     assert_eq!(changed["client"]["service"], json!(service));
 }

@@ -6,7 +6,9 @@ use serde_json::{json, Value};
 
 use crate::support::*;
 
-async fn gateway_with_ev(hub: &TestHub) -> (TestProvider, std::sync::Arc<switchboard_mcp::Gateway>) {
+async fn gateway_with_ev(
+    hub: &TestHub,
+) -> (TestProvider, std::sync::Arc<switchboard_mcp::Gateway>) {
     let serves = Serves {
         resources: vec![resource("test://ev/one")],
         prompts: vec![prompt("greet")],
@@ -43,9 +45,13 @@ async fn each_version_with_initialize_is_negotiated_and_keeps_what_it_has() {
         assert!(capabilities["logging"].is_object());
         assert_eq!(capabilities["tasks"].is_object(), version == "2025-11-25");
         // Deprecated by 2026-07-28, alive here: subscribe and setLevel.
-        let answer = client.request("resources/subscribe", json!({"uri": "test://ev/one"})).await;
+        let answer = client
+            .request("resources/subscribe", json!({"uri": "test://ev/one"}))
+            .await;
         assert_eq!(answer["result"], json!({}), "{version}: {answer}");
-        let answer = client.request("logging/setLevel", json!({"level": "debug"})).await;
+        let answer = client
+            .request("logging/setLevel", json!({"level": "debug"}))
+            .await;
         assert_eq!(answer["result"], json!({}), "{version}: {answer}");
         let answer = client.request("prompts/list", json!({})).await;
         assert_eq!(answer["result"]["prompts"][0]["name"], "ev__greet");
@@ -59,12 +65,20 @@ async fn a_2026_07_28_client_discovers_and_calls_without_initialize() {
     let (provider, gateway) = gateway_with_ev(&hub).await;
     let mut client = RawClient::open(&gateway).await;
     let meta = modern_meta(json!({}));
-    let answer = client.request("server/discover", json!({"_meta": meta})).await;
+    let answer = client
+        .request("server/discover", json!({"_meta": meta}))
+        .await;
     let versions = &answer["result"]["supportedVersions"];
     for version in ["2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] {
-        assert!(versions.as_array().unwrap().contains(&json!(version)), "{answer}");
+        assert!(
+            versions.as_array().unwrap().contains(&json!(version)),
+            "{answer}"
+        );
     }
-    assert!(answer["result"]["capabilities"]["prompts"].is_object(), "{answer}");
+    assert!(
+        answer["result"]["capabilities"]["prompts"].is_object(),
+        "{answer}"
+    );
 
     let answer = client.request("tools/list", json!({"_meta": meta})).await;
     assert!(tool_names(&answer).contains(&"ev__echo".to_owned()));
@@ -73,23 +87,41 @@ async fn a_2026_07_28_client_discovers_and_calls_without_initialize() {
     // a tool that requires one.
     assert!(!tool_names(&answer).contains(&"ev__long".to_owned()));
     let answer = client
-        .request("tools/call", json!({"name": "ev__echo", "arguments": {"text": "stateless"}, "_meta": meta}))
+        .request(
+            "tools/call",
+            json!({"name": "ev__echo", "arguments": {"text": "stateless"}, "_meta": meta}),
+        )
         .await;
-    assert_eq!(answer["result"]["content"][0]["text"], "stateless", "{answer}");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "stateless",
+        "{answer}"
+    );
     assert_eq!(answer["result"]["resultType"], "complete");
     let answer = client
-        .request("resources/read", json!({"uri": "test://ev/one", "_meta": meta}))
+        .request(
+            "resources/read",
+            json!({"uri": "test://ev/one", "_meta": meta}),
+        )
         .await;
-    assert_eq!(answer["result"]["contents"][0]["text"], "ev read test://ev/one");
+    assert_eq!(
+        answer["result"]["contents"][0]["text"],
+        "ev read test://ev/one"
+    );
     // Each request's own capabilities are what the provider is told, but
     // for what a 2026-07-28 client cannot be asked over this session.
     let declared = json!({"elicitation": {}, "experimental": {"x": {}}});
     let answer = client
-        .request("prompts/get", json!({"name": "ev__greet", "_meta": modern_meta(declared)}))
+        .request(
+            "prompts/get",
+            json!({"name": "ev__greet", "_meta": modern_meta(declared)}),
+        )
         .await;
     assert!(answer["result"]["messages"].is_array(), "{answer}");
     let sent = &provider.seen.of("prompts/get")[0];
-    assert_eq!(sent["client"]["capabilities"], json!({"experimental": {"x": {}}}));
+    assert_eq!(
+        sent["client"]["capabilities"],
+        json!({"experimental": {"x": {}}})
+    );
     // A request without the metadata 2026-07-28 requires is refused.
     let answer = client.request("tools/list", json!({})).await;
     assert_eq!(answer["error"]["code"], -32602, "{answer}");
@@ -128,7 +160,10 @@ async fn tasks_go_to_the_provider_that_created_them_for_the_session_that_asked()
     assert_eq!(long["execution"]["taskSupport"], "required");
 
     let answer = one
-        .request("tools/call", json!({"name": "ev__long", "arguments": {}, "task": {"ttl": 60000}}))
+        .request(
+            "tools/call",
+            json!({"name": "ev__long", "arguments": {}, "task": {"ttl": 60000}}),
+        )
         .await;
     assert_eq!(answer["result"]["task"]["taskId"], "ev-task-1", "{answer}");
     assert_eq!(ev.seen.of("tools/call")[0]["task"], json!({"ttl": 60000}));
@@ -136,14 +171,27 @@ async fn tasks_go_to_the_provider_that_created_them_for_the_session_that_asked()
     let mut two = RawClient::open(&gateway).await;
     two.initialize("2025-11-25", tasks).await;
     let answer = two
-        .request("tools/call", json!({"name": "zeta__long", "arguments": {}, "task": {}}))
+        .request(
+            "tools/call",
+            json!({"name": "zeta__long", "arguments": {}, "task": {}}),
+        )
         .await;
-    assert_eq!(answer["result"]["task"]["taskId"], "zeta-task-1", "{answer}");
+    assert_eq!(
+        answer["result"]["task"]["taskId"], "zeta-task-1",
+        "{answer}"
+    );
 
-    let answer = one.request("tasks/get", json!({"taskId": "ev-task-1"})).await;
+    let answer = one
+        .request("tasks/get", json!({"taskId": "ev-task-1"}))
+        .await;
     assert_eq!(answer["result"]["status"], "completed", "{answer}");
-    let answer = one.request("tasks/result", json!({"taskId": "ev-task-1"})).await;
-    assert_eq!(answer["result"]["content"][0]["text"], "ev result of ev-task-1");
+    let answer = one
+        .request("tasks/result", json!({"taskId": "ev-task-1"}))
+        .await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        "ev result of ev-task-1"
+    );
     let answer = one.request("tasks/list", json!({})).await;
     let ids: Vec<&str> = answer["result"]["tasks"]
         .as_array()
@@ -162,6 +210,8 @@ async fn tasks_go_to_the_provider_that_created_them_for_the_session_that_asked()
     assert!(zeta.seen.of("tasks/get").is_empty());
     assert_eq!(ev.seen.of("tasks/get").len(), 1);
     assert!(ev.seen.of("tasks/get")[0]["client"].is_object());
-    let answer = one.request("tasks/cancel", json!({"taskId": "ev-task-1"})).await;
+    let answer = one
+        .request("tasks/cancel", json!({"taskId": "ev-task-1"}))
+        .await;
     assert_eq!(answer["result"]["status"], "cancelled", "{answer}");
 }

@@ -166,12 +166,17 @@ pub struct McpClient {
 }
 
 /// Starts one session of `gateway` on a pipe and returns both ends' halves.
-async fn session_pipe(gateway: &Arc<Gateway>) -> (DuplexStream, tokio::task::JoinHandle<ServedSession>) {
+async fn session_pipe(
+    gateway: &Arc<Gateway>,
+) -> (DuplexStream, tokio::task::JoinHandle<ServedSession>) {
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let gateway = gateway.clone();
     let served = tokio::spawn(async move {
         let (read, write) = tokio::io::split(server_end);
-        gateway.serve(read, write).await.expect("the gateway serves")
+        gateway
+            .serve(read, write)
+            .await
+            .expect("the gateway serves")
     });
     (client_end, served)
 }
@@ -199,7 +204,11 @@ impl McpClient {
     pub async fn call(&self, name: &str, arguments: Value) -> Result<Value, rmcp::ServiceError> {
         let params = rmcp::model::CallToolRequestParams::new(name.to_owned())
             .with_arguments(arguments.as_object().cloned().unwrap_or_default());
-        let result = within(&format!("tools/call {name}"), self.service.peer().call_tool(params)).await?;
+        let result = within(
+            &format!("tools/call {name}"),
+            self.service.peer().call_tool(params),
+        )
+        .await?;
         Ok(serde_json::to_value(result).unwrap())
     }
 
@@ -268,7 +277,11 @@ impl RawClient {
         let notifications = &mut self.notifications;
         tokio::time::timeout(WAIT, async {
             loop {
-                let line = lines.next_line().await.unwrap().expect("the gateway answers");
+                let line = lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("the gateway answers");
                 let message: Value = serde_json::from_str(&line).unwrap();
                 if message["id"] == json!(id) && message.get("method").is_none() {
                     return message;

@@ -15,8 +15,8 @@ pub use provider::*;
 use serde_json::json;
 use switchboard_client::Endpoint;
 use switchboard_mcp::{Gateway, GatewayOptions};
-use switchboard_tools::consumer::Surface;
 pub use switchboard_testkit::{eventually, within, TestHub, WAIT};
+use switchboard_tools::consumer::Surface;
 
 /// The token of the named principal `ev` (a provider's, as a module's).
 pub const EV_TOKEN: &str = "ev-token-for-the-gateway-tests";

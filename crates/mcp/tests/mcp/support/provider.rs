@@ -229,13 +229,18 @@ impl Handling {
             "logging/setLevel" | "resources/subscribe" | "resources/unsubscribe" => json!({}),
             "tasks/get" | "tasks/cancel" => {
                 let id = params["taskId"].as_str().unwrap_or_default();
-                let status = if request.method == "tasks/get" { "completed" } else { "cancelled" };
+                let status = if request.method == "tasks/get" {
+                    "completed"
+                } else {
+                    "cancelled"
+                };
                 json!({"taskId": id, "status": status, "createdAt": "2026-01-01T00:00:00Z",
                        "lastUpdatedAt": "2026-01-01T00:00:01Z", "ttl": 60000})
             }
-            "tasks/result" => {
-                text_result(&format!("{ns} result of {}", params["taskId"].as_str().unwrap_or_default()))
-            }
+            "tasks/result" => text_result(&format!(
+                "{ns} result of {}",
+                params["taskId"].as_str().unwrap_or_default()
+            )),
             "tasks/list" => {
                 let made = self.tasks.load(Ordering::Relaxed);
                 let tasks: Vec<Value> = (1..=made)
@@ -293,7 +298,10 @@ impl Handling {
                     let token: Value = serde_json::from_str(token.get()).unwrap();
                     for step in [1, 3, 2] {
                         let params = json!({"progressToken": token, "progress": step, "total": 3});
-                        let _ = self.client.notify(&service, "notifications/progress", &params).await;
+                        let _ = self
+                            .client
+                            .notify(&service, "notifications/progress", &params)
+                            .await;
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -302,7 +310,10 @@ impl Handling {
             "log" => {
                 if let Some(client) = &call.client {
                     let params = json!({"level": "info", "data": text, "_meta": {"switchboard/call": call.tool_call_id}});
-                    let _ = self.client.notify(&client.service, "notifications/message", &params).await;
+                    let _ = self
+                        .client
+                        .notify(&client.service, "notifications/message", &params)
+                        .await;
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
                 text_result("logged")
