@@ -17,6 +17,7 @@ pub mod http;
 mod response;
 pub(crate) mod socket;
 pub mod tls;
+mod trim;
 pub mod unix;
 pub(crate) mod upgrade_token;
 pub mod ws;

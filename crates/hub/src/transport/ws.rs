@@ -8,7 +8,8 @@
 //! and never shrinks it. A reader that has waited [`IDLE_RELEASE`] for
 //! bytes, with no part of a frame buffered, is replaced by a fresh one, so
 //! an idle connection gives back what one large message grew ([`Tally`]
-//! knows when nothing is buffered).
+//! knows when nothing is buffered; `trim.rs` then returns the freed pages
+//! to the system).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -274,6 +275,7 @@ where
                 drop(frames);
                 frames = frame_reader(&mut socket, &tally, max);
                 idle.renewed();
+                super::trim::soon();
                 continue;
             }
         };

@@ -1,0 +1,51 @@
+//! Gives freed memory back to the system after WebSocket readers were
+//! renewed (`ws.rs`). A renewed reader frees the buffer a large frame grew,
+//! but glibc keeps freed chunks below its mmap threshold in its heap, so
+//! the process's resident size would not drop: `malloc_trim(0)` hands the
+//! whole free pages inside them back (`madvise`).
+//!
+//! Trailing and coalesced: the first renewal schedules one trim
+//! [`TRIM_DELAY`] later, and renewals meanwhile join it, so a thousand
+//! connections going idle together cost one trim. The trim runs on a
+//! blocking thread (it walks the allocator's arenas and may take
+//! milliseconds), never on a worker that routes messages. A fixed, lower
+//! mmap threshold would release the buffers at once too, but it cost the
+//! 16 KiB notification row more than half its throughput (every batch over
+//! the threshold became an mmap and munmap).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long renewals are gathered before one trim.
+const TRIM_DELAY: Duration = Duration::from_secs(1);
+
+/// A trim is scheduled and has not started yet.
+static SCHEDULED: AtomicBool = AtomicBool::new(false);
+
+/// Asks for a trim soon (a reader gave back a grown buffer).
+pub(crate) fn soon() {
+    if SCHEDULED.swap(true, Ordering::AcqRel) {
+        return; // one is coming; it will cover this renewal too
+    }
+    tokio::spawn(async {
+        tokio::time::sleep(TRIM_DELAY).await;
+        // Cleared before the trim starts: a renewal from now on needs a
+        // trim of its own.
+        SCHEDULED.store(false, Ordering::Release);
+        // A trim that cannot run (the runtime is shutting down) is
+        // nothing lost: the memory is free either way, only not returned.
+        let _ = tokio::task::spawn_blocking(trim).await;
+    });
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn trim() {
+    // SAFETY: malloc_trim only walks and releases the allocator's own free
+    // memory; it takes the allocator's locks itself.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn trim() {}
