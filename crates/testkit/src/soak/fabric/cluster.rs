@@ -62,8 +62,8 @@ impl Cluster {
             hubs: NAMES.iter().map(|_| None).collect(),
             builders,
         };
-        for index in 0..NAMES.len() {
-            cluster.start_hub(index, &slots[index]);
+        for (index, slot) in slots.iter().enumerate().take(NAMES.len()) {
+            cluster.start_hub(index, slot);
         }
         cluster
     }
