@@ -7,7 +7,14 @@ use anyhow::{anyhow, bail, Context};
 use switchboard_client::{Client, ConnectOptions, Endpoint, Error};
 use switchboard_discovery as dir;
 
-use crate::serve::DirArgs;
+/// `--dir`, shared by every command that talks to a hub.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DirArgs {
+    /// Hub directory (default: $SWITCHBOARD_DIR, else $XDG_RUNTIME_DIR/switchboard,
+    /// else /tmp/switchboard-<uid>).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
 
 /// Where the hub is, for every command that talks to one: this machine's
 /// hub by its directory, or any hub by URL with a named principal's token.

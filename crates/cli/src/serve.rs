@@ -16,16 +16,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::connect::HubArgs;
-
-/// `--dir`, shared by every command that talks to a hub.
-#[derive(clap::Args, Debug, Clone)]
-pub struct DirArgs {
-    /// Hub directory (default: $SWITCHBOARD_DIR, else $XDG_RUNTIME_DIR/switchboard,
-    /// else /tmp/switchboard-<uid>).
-    #[arg(long)]
-    pub dir: Option<PathBuf>,
-}
+use crate::connect::{DirArgs, HubArgs};
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
