@@ -82,11 +82,8 @@ async fn a_module_registers_services_under_its_reserved_principal() {
     );
 
     // Its output is in its log, private to the user.
-    let log = hub.module_log("alpha");
-    assert!(
-        log.contains(&format!("registered {}", service.service_id)),
-        "{log}"
-    );
+    hub.wait_logged("alpha", &format!("registered {}", service.service_id))
+        .await;
     let mode = std::fs::metadata(hub.log_path("alpha"))
         .unwrap()
         .permissions()
@@ -425,9 +422,11 @@ async fn a_flooding_module_stays_within_its_log_bound() {
         .replace("args =", &format!("log_max_bytes = {BOUND}\nargs ="));
     let hub = ModuleHub::start(&config);
     let client = hub.client().await;
-    // The module floods before it registers: once its service is there,
-    // all of it went through the hub.
-    module_service(&client, "flood", None).await;
+    // The module floods before it registers and says so after: once that
+    // line is in the log, all of the flood went through the hub.
+    let service = module_service(&client, "flood", None).await;
+    hub.wait_logged("flood", &format!("registered {}", service.service_id))
+        .await;
     let current = std::fs::metadata(hub.log_path("flood")).unwrap().len();
     let rotated = std::fs::metadata(hub.dir().join("modules/flood.log.1"))
         .unwrap()

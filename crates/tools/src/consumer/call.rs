@@ -129,7 +129,14 @@ pub(super) fn hub_ceiling(client: &Client) -> Duration {
     Duration::from_millis(client.limits().max_request_timeout_ms)
 }
 
-/// The list `kind` of the provider `service_id`, bounded by [`LIST_TIMEOUT`].
+/// How long a list (or another request answered from memory) may wait:
+/// [`LIST_TIMEOUT`], or the hub's ceiling when that is shorter, since the
+/// hub refuses a request whose timeout is past its ceiling.
+pub(super) fn list_timeout(client: &Client) -> Duration {
+    LIST_TIMEOUT.min(hub_ceiling(client))
+}
+
+/// The list `kind` of the provider `service_id`, bounded by [`list_timeout`].
 pub(super) async fn list_provider(
     client: &Client,
     service_id: &str,
@@ -137,7 +144,7 @@ pub(super) async fn list_provider(
 ) -> Result<Box<RawValue>, CallError> {
     let params = RawValue::from_string("{}".into()).expect("{} is JSON");
     let options = RequestOptions {
-        timeout: Some(LIST_TIMEOUT),
+        timeout: Some(list_timeout(client)),
     };
     Ok(client
         .request_raw(service_id, kind.method(), Some(&params), options)

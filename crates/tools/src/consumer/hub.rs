@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::backend::{Command, HubCaller, HubProvider, ProviderIdentity};
-use super::call::{request_provider, CallError, LIST_TIMEOUT};
+use super::call::{list_timeout, request_provider, CallError};
 use super::callback::{self, CallbackStats, Callbacks};
 use super::index::Index;
 use super::published::{Published, SurfaceRevisions};
@@ -42,8 +42,8 @@ pub struct ConsumerStats {
     /// same provider was out.
     pub stale_lists_dropped: u64,
     /// Lists that failed (no answer, an error, an answer that does not
-    /// parse): the provider offers nothing of that kind until its next
-    /// change.
+    /// parse): the provider offers nothing of that kind until a retry
+    /// (after 1 s, doubling to 30 s) or its next change lists it.
     pub lists_failed: u64,
     /// Resource URIs listed by two providers (each collision counted once
     /// for as long as it lasts; the first by namespace order serves it).
@@ -159,7 +159,7 @@ impl HubTools {
         self.inner.callbacks.service_id()
     }
 
-    /// `method` with `params` to `provider`, bounded by [`LIST_TIMEOUT`]
+    /// `method` with `params` to `provider`, bounded by [`list_timeout`]
     /// (subscriptions and levels: answered at once).
     pub(super) async fn send(
         &self,
@@ -184,7 +184,7 @@ impl HubTools {
             &provider.service_id,
             method,
             &params,
-            Some(LIST_TIMEOUT),
+            Some(list_timeout(&client)),
         )
         .await
     }

@@ -7,9 +7,16 @@
 //! [`ToolTable`](super::ToolTable) and the [`Surface`](super::Surface) and
 //! publishes each if it differs from the last one. [`Providers`] is the
 //! state it keeps, without any I/O.
+//!
+//! A list that fails (the provider timed out or answered an error) is
+//! fetched again after a backoff ([`RETRY_FIRST`] doubling to
+//! [`RETRY_MAX`]) for as long as its provider is in the catalog: a provider
+//! that was slow once must not stay empty until its next change. A list
+//! cut off by a lost connection is not retried; the resync refetches it.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use switchboard_client::{Catalog, CatalogEvent, Client};
 use tokio::sync::mpsc;
@@ -18,11 +25,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::backend::{Command, HubCaller};
 use super::call::{list_provider, CallError};
-use super::listing::Listing;
+use super::listing::{ListKind, Listing};
 use super::providers::{Applied, Built, Fetch, Fetched, Providers};
 use super::published::Published;
 use super::surface::SurfaceConflict;
 use super::table::Conflict;
+
+/// The first wait before a failed list is fetched again.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between fetches of a list that keeps failing.
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// The task that owns [`Providers`].
 pub(super) struct Index {
@@ -35,6 +47,10 @@ pub(super) struct Index {
     /// Conflicts already logged (and, for resource URIs, counted).
     reported: HashSet<Conflict>,
     reported_surface: HashSet<SurfaceConflict>,
+    /// Failed lists in a row, per provider and kind: the next retry's
+    /// backoff. An entry leaves when its list is answered or its provider
+    /// is gone, so this is bounded by the providers in the catalog.
+    failures: HashMap<(String, ListKind), u32>,
 }
 
 impl Index {
@@ -47,6 +63,7 @@ impl Index {
             initial: HashSet::new(),
             reported: HashSet::new(),
             reported_surface: HashSet::new(),
+            failures: HashMap::new(),
         }
     }
 
@@ -79,12 +96,7 @@ impl Index {
                     // A fetch task only ends by returning (none is aborted
                     // while the index runs).
                     if let Ok(fetched) = fetched {
-                        self.initial.remove(&fetched.fetch.number);
-                        match self.providers.apply(fetched) {
-                            Applied::Stale => self.published.count_stale_list(),
-                            Applied::Failed => self.published.count_failed_list(),
-                            Applied::Current | Applied::Gone => {}
-                        }
+                        self.on_fetched(fetched);
                     }
                 }
                 Some(command) = commands.recv() => match command {
@@ -120,9 +132,54 @@ impl Index {
         }
     }
 
+    fn on_fetched(&mut self, fetched: Fetched) {
+        self.initial.remove(&fetched.fetch.number);
+        let retry = matches!(
+            &fetched.listing,
+            Err(error) if !matches!(error, CallError::ConnectionLost | CallError::NotConnected)
+        );
+        let key = (fetched.fetch.service_id.clone(), fetched.fetch.kind);
+        match self.providers.apply(fetched) {
+            Applied::Stale => self.published.count_stale_list(),
+            Applied::Failed => {
+                self.published.count_failed_list();
+                if retry {
+                    self.retry(key);
+                } else {
+                    self.failures.remove(&key);
+                }
+            }
+            Applied::Current | Applied::Gone => {
+                self.failures.remove(&key);
+            }
+        }
+    }
+
+    /// Fetches a failed list again after its backoff. The fetch is numbered
+    /// now, so a newer one (the provider changed meanwhile) supersedes it.
+    fn retry(&mut self, key: (String, ListKind)) {
+        let Some(fetch) = self.providers.refresh(&key.0, key.1) else {
+            self.failures.remove(&key);
+            return;
+        };
+        let failures = self.failures.entry(key).or_insert(0);
+        let delay = RETRY_FIRST
+            .saturating_mul(1 << (*failures).min(5))
+            .min(RETRY_MAX);
+        *failures += 1;
+        self.start_after(fetch, delay);
+    }
+
     fn start(&mut self, fetch: Fetch) {
+        self.start_after(fetch, Duration::ZERO);
+    }
+
+    fn start_after(&mut self, fetch: Fetch, delay: Duration) {
         let client = self.client.clone();
         self.fetches.spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             let listing = list_provider(&client, &fetch.service_id, fetch.kind)
                 .await
                 .and_then(|answer| {

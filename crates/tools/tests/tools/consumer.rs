@@ -339,6 +339,41 @@ async fn a_slow_old_list_never_overwrites_a_newer_one() {
 }
 
 #[tokio::test]
+async fn a_list_that_failed_is_fetched_again_without_a_new_revision() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("scripted provider").await;
+    let lists = Arc::new(AtomicU64::new(0));
+    let handler = {
+        let lists = lists.clone();
+        handler_fn(move |request| {
+            let lists = lists.clone();
+            async move {
+                if request.method != "tools/list" {
+                    return Err(method_not_found(&request.method));
+                }
+                // The first two lists fail, as a provider busy starting does.
+                if lists.fetch_add(1, Ordering::SeqCst) < 2 {
+                    return Err(ErrorObject::new(ErrorCode::InternalError, "not ready yet"));
+                }
+                reply(&listing(&["late"], "pin-late"))
+            }
+        })
+    };
+    let _service = owner
+        .register(&provider_metadata("scripted", 1), handler)
+        .await
+        .unwrap();
+    let tools = consumer(&hub);
+    // No catalog change follows: only the retries (1 s, then 2 s) list it.
+    wait_for(&tools, "the list after two failures", |table| {
+        names(table) == ["scripted__late"]
+    })
+    .await;
+    assert_eq!(lists.load(Ordering::SeqCst), 3);
+    assert_eq!(tools.stats().lists_failed, 2);
+}
+
+#[tokio::test]
 async fn a_call_that_finds_its_listing_stale_has_the_provider_listed_again() {
     let hub = TestHub::start().await;
     let owner = hub.client("scripted provider").await;

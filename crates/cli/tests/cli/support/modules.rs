@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use switchboard_client::protocol::hub::method;
 use switchboard_client::protocol::modules::{ModuleStatus, ModulesResult};
 use switchboard_client::{Client, ServiceInfo};
-use switchboard_testkit::{workspace_binary, HubProcess, WAIT};
+use switchboard_testkit::{eventually, workspace_binary, HubProcess, WAIT};
 
 /// `switchboard-test-module`, a binary of `switchboard-testkit`.
 pub fn test_module() -> PathBuf {
@@ -85,6 +85,21 @@ impl ModuleHub {
 
     pub fn module_log(&self, name: &str) -> String {
         std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
+    }
+
+    /// Waits until `text` is in module `name`'s log (the rotated file and
+    /// the current one, read as one: a rotation may fall inside `text`).
+    /// The hub copies a module's output on a thread of its own, so what the
+    /// module wrote before a hub event (its registration) may still be in
+    /// the pipe when the test sees the event.
+    pub async fn wait_logged(&self, name: &str, text: &str) {
+        let rotated = self.dir().join("modules").join(format!("{name}.log.1"));
+        eventually(&format!("{text:?} in the log of {name}"), || {
+            let mut log = std::fs::read_to_string(&rotated).unwrap_or_default();
+            log.push_str(&self.module_log(name));
+            log.contains(text)
+        })
+        .await;
     }
 
     /// A client of the `direct` principal.

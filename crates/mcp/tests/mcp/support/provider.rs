@@ -261,8 +261,10 @@ impl Handling {
         };
         params["_meta"] = json!({"switchboard/call": call.tool_call_id});
         let raw = serde_json::value::to_raw_value(&params).unwrap();
+        // The hub's ceiling, as provide-mcp asks: a longer one is refused.
+        let ceiling = self.client.limits().max_request_timeout_ms;
         let options = RequestOptions {
-            timeout: Some(Duration::from_secs(60)),
+            timeout: Some(Duration::from_millis(ceiling)),
         };
         let answer = self
             .client
