@@ -269,6 +269,16 @@ impl ServiceHandle {
         self.local.dropped_notifications()
     }
 
+    /// Resolves once every notification this service received before the
+    /// call has been handled. The handler runs on a worker of its own, while
+    /// answers to this client's requests are delivered at once; a caller
+    /// that must not act on an answer before the notifications sent ahead
+    /// of it (MCP progress before a tool's result) awaits this first. Not
+    /// bounded here: the worker is only as slow as the handler.
+    pub async fn notifications_handled(&self) {
+        self.local.notifications_handled().await
+    }
+
     /// Replaces the service's metadata (subscribers see `updated`).
     pub async fn update(&self, metadata: &impl Serialize) -> Result<(), Error> {
         let metadata = serde_json::value::to_raw_value(metadata).map_err(Error::Encode)?;

@@ -44,18 +44,32 @@ pub(crate) struct LocalService {
     id: RwLock<String>,
     pub(crate) metadata: Mutex<Box<RawValue>>,
     handler: Arc<dyn Handler>,
-    notifications: mpsc::Sender<Notification>,
+    notifications: mpsc::Sender<Queued>,
     dropped_notifications: AtomicU64,
+}
+
+/// What waits in a service's notification queue.
+pub(crate) enum Queued {
+    Notification(Notification),
+    /// Answered once everything queued before it was handled.
+    Marker(oneshot::Sender<()>),
 }
 
 impl LocalService {
     pub(crate) fn new(metadata: Box<RawValue>, handler: Arc<dyn Handler>) -> Arc<Self> {
-        let (sender, mut receiver) = mpsc::channel::<Notification>(NOTIFICATION_BACKLOG);
+        let (sender, mut receiver) = mpsc::channel::<Queued>(NOTIFICATION_BACKLOG);
         let worker_handler = handler.clone();
         // One worker per service delivers its notifications in order.
         tokio::spawn(async move {
-            while let Some(notification) = receiver.recv().await {
-                worker_handler.notification(notification).await;
+            while let Some(queued) = receiver.recv().await {
+                match queued {
+                    Queued::Notification(notification) => {
+                        worker_handler.notification(notification).await
+                    }
+                    Queued::Marker(handled) => {
+                        let _ = handled.send(());
+                    }
+                }
             }
         });
         Arc::new(LocalService {
@@ -73,6 +87,20 @@ impl LocalService {
 
     pub(crate) fn dropped_notifications(&self) -> u64 {
         self.dropped_notifications.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once every notification queued before this call has been
+    /// handled (at once if the worker is gone).
+    pub(crate) async fn notifications_handled(&self) {
+        let (handled, done) = oneshot::channel();
+        if self
+            .notifications
+            .send(Queued::Marker(handled))
+            .await
+            .is_ok()
+        {
+            let _ = done.await;
+        }
     }
 }
 
@@ -461,7 +489,11 @@ impl Connection {
             method: routed.method,
             params: routed.params,
         };
-        if local.notifications.try_send(notification).is_err() {
+        if local
+            .notifications
+            .try_send(Queued::Notification(notification))
+            .is_err()
+        {
             local.dropped_notifications.fetch_add(1, Ordering::Relaxed);
         }
     }

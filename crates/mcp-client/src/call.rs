@@ -17,7 +17,7 @@ use switchboard_protocol::ErrorObject;
 use crate::connection::Connection;
 use crate::handler::CallTag;
 use crate::progress::{CallRoute, ProgressSink, Route};
-use crate::tap::Awaited;
+use crate::tap::{Awaited, Watched};
 
 /// One tool call.
 pub struct ToolCall {
@@ -111,7 +111,9 @@ impl Connection {
         let route = CallRoute {
             sink: call.progress,
             tag: call.tag,
+            handled: 0,
         };
+        let route_sink = route.sink.is_some();
         let mut routes = match (&route.sink, route.tag) {
             (None, None) => None,
             _ => Some(self.inner.routes.hold().await),
@@ -120,6 +122,17 @@ impl Connection {
             .send_request_with_option(request, options)
             .await
             .map_err(|_| CallError::NotSent)?;
+        // rmcp hands each notification to a task of its own, so a report
+        // the server wrote just before its answer may be handled after it:
+        // the tap counts the call's reports as they are read, and the
+        // answer waits (bounded) until as many were handled. Counted from
+        // before the route is released, so no report is handled uncounted.
+        let watched = match (route_sink, &self.inner.tap) {
+            (true, Some(tap)) => serde_json::to_string(&handle.progress_token)
+                .ok()
+                .map(|token| Watched::start(tap.clone(), token)),
+            _ => None,
+        };
         let awaited = Awaited {
             tap: self.inner.tap.clone(),
             id: handle.id.clone(),
@@ -132,6 +145,7 @@ impl Connection {
             }
         });
         drop(routes);
+        let token = handle.progress_token.clone();
         let mut cancel = CancelOnDrop {
             peer: peer.clone(),
             id: Some(handle.id.clone()),
@@ -139,6 +153,10 @@ impl Connection {
         };
         let response = handle.await_response().await;
         cancel.id = None;
+        if let Some(watched) = watched {
+            let seen = watched.take();
+            self.inner.routes.settled(&token, seen).await;
+        }
         match response {
             Ok(typed) => {
                 let raw = match awaited.take() {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
-use tokio::sync::{Mutex, MutexGuard};
+use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use crate::handler::{CallTag, HandlerFuture};
 
@@ -42,6 +42,8 @@ pub trait ProgressSink: Send + Sync + 'static {
 pub(crate) struct CallRoute {
     pub(crate) sink: Option<Arc<dyn ProgressSink>>,
     pub(crate) tag: Option<CallTag>,
+    /// How many of the call's reports were handed on (or dropped) so far.
+    pub(crate) handled: u64,
 }
 
 pub(crate) type RouteMap = HashMap<ProgressToken, CallRoute>;
@@ -53,6 +55,8 @@ pub(crate) type RouteMap = HashMap<ProgressToken, CallRoute>;
 #[derive(Default)]
 pub(crate) struct ProgressRoutes {
     routes: Mutex<RouteMap>,
+    /// Woken each time a report was handled.
+    handled: Notify,
 }
 
 impl ProgressRoutes {
@@ -70,6 +74,7 @@ impl ProgressRoutes {
             .await
             .get(&params.progress_token)
             .and_then(|route| route.sink.clone());
+        let token = params.progress_token.clone();
         if let Some(sink) = sink {
             sink.report(ProgressUpdate {
                 progress: params.progress,
@@ -78,6 +83,34 @@ impl ProgressRoutes {
             })
             .await;
         }
+        if let Some(route) = self.routes.lock().await.get_mut(&token) {
+            route.handled += 1;
+        }
+        self.handled.notify_waiters();
+    }
+
+    /// Returns once `seen` reports of `token`'s call were handled (at most
+    /// [`ROUTE_LINGER`] later): the reports the server wrote before its
+    /// answer go on before the answer does.
+    pub(crate) async fn settled(&self, token: &ProgressToken, seen: u64) {
+        let settled = async {
+            loop {
+                let woken = self.handled.notified();
+                tokio::pin!(woken);
+                woken.as_mut().enable();
+                let handled = self
+                    .routes
+                    .lock()
+                    .await
+                    .get(token)
+                    .map_or(u64::MAX, |route| route.handled);
+                if handled >= seen {
+                    return;
+                }
+                woken.await;
+            }
+        };
+        let _ = tokio::time::timeout(ROUTE_LINGER, settled).await;
     }
 
     /// The tag of the call in flight that `token` belongs to.

@@ -46,6 +46,9 @@ struct TapState {
     initialize_result: Option<Box<RawValue>>,
     server_requests: HashMap<RequestId, Box<RawValue>>,
     server_order: VecDeque<RequestId>,
+    /// The progress reports the server wrote so far for each call that
+    /// wants its progress, by the JSON text of the call's token.
+    progress_seen: HashMap<String, u64>,
 }
 
 /// The members of a message the tap reads; the rest is skipped unparsed.
@@ -85,6 +88,9 @@ impl WireTap {
             return;
         };
         let Some(id) = peek.id else {
+            if peek.method.map(RawValue::get) == Some("\"notifications/progress\"") {
+                self.progress(peek.params);
+            }
             return;
         };
         let mut state = self.state.lock();
@@ -114,6 +120,37 @@ impl WireTap {
                 state.awaiting.remove(&id);
             }
         }
+    }
+
+    /// Counts a progress report of a watched call.
+    fn progress(&self, params: Option<&RawValue>) {
+        #[derive(Deserialize)]
+        struct Token<'a> {
+            #[serde(rename = "progressToken", borrow)]
+            token: &'a RawValue,
+        }
+        let Some(Ok(params)) = params.map(|raw| serde_json::from_str::<Token<'_>>(raw.get()))
+        else {
+            return;
+        };
+        if let Some(seen) = self.state.lock().progress_seen.get_mut(params.token.get()) {
+            *seen += 1;
+        }
+    }
+
+    /// Starts counting the progress reports of the call whose token is
+    /// `token` (JSON text).
+    pub(crate) fn watch_progress(&self, token: String) {
+        self.state.lock().progress_seen.insert(token, 0);
+    }
+
+    /// Stops counting `token`'s reports; how many the server wrote.
+    pub(crate) fn unwatch_progress(&self, token: &str) -> u64 {
+        self.state
+            .lock()
+            .progress_seen
+            .remove(token)
+            .unwrap_or_default()
     }
 
     /// The raw result of our request `id`, once answered.
@@ -166,6 +203,37 @@ impl Drop for Awaited {
     fn drop(&mut self) {
         if let Some(tap) = self.tap.take() {
             tap.abandon(&self.id);
+        }
+    }
+}
+
+/// Counts a call's progress reports on the wire until dropped or taken.
+pub(crate) struct Watched {
+    tap: Option<Arc<WireTap>>,
+    token: String,
+}
+
+impl Watched {
+    pub(crate) fn start(tap: Arc<WireTap>, token: String) -> Watched {
+        tap.watch_progress(token.clone());
+        Watched {
+            tap: Some(tap),
+            token,
+        }
+    }
+
+    /// How many reports the server wrote so far; the count stops.
+    pub(crate) fn take(mut self) -> u64 {
+        self.tap
+            .take()
+            .map_or(0, |tap| tap.unwatch_progress(&self.token))
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        if let Some(tap) = self.tap.take() {
+            tap.unwatch_progress(&self.token);
         }
     }
 }

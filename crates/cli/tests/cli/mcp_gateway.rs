@@ -8,6 +8,36 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
+/// A server's progress and its answer, written one right after the other,
+/// keep their order through provide-mcp, the hub and the gateway: MCP
+/// drops progress that comes after the answer, so a report overtaken on
+/// the way is lost (rmcp handles each notification on a task of its own;
+/// provide-mcp waits, bounded, for the reports it read before the answer).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_written_just_before_the_answer_is_not_overtaken_by_it() {
+    const CALLS: usize = 20;
+    let hub = HubProcess::start();
+    let _beta = hub.provide("beta");
+    let gateway = hub.gateway().await;
+    gateway
+        .wait_for_tools("beta", |names| names.iter().any(|n| n == "beta__progress"))
+        .await;
+    for _ in 0..CALLS {
+        let result = gateway
+            .call("beta__progress", json!({"steps": 3}))
+            .await
+            .unwrap();
+        assert_eq!(text_of(&result), "done");
+    }
+    // The client handles notifications on tasks of its own too: each
+    // call's last step arrives, if not before its answer, soon after.
+    eventually("every call's last progress step", || {
+        let progress = gateway.events.progress.lock().unwrap();
+        progress.iter().filter(|note| note.progress == 3.0).count() == CALLS
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_and_calls_the_tools_of_two_providers_with_progress() {
     let hub = HubProcess::start();

@@ -151,7 +151,10 @@ impl ConsumerSession {
             client: self.hub.callbacks().client_ref(&context.capabilities),
             task,
         };
-        let answer = tool.call(invocation).await?;
+        let answer = tool.call(invocation).await;
+        // The guard (the call's route for its reports) lives until here.
+        self.hub.callbacks().settle().await;
+        let answer = answer?;
         if asked_for_task {
             let created = serde_json::from_str::<Value>(answer.get())
                 .ok()

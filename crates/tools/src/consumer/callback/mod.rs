@@ -60,6 +60,11 @@ pub trait CallSink: Send + Sync + 'static {
 /// session never holds the callback service's notifications longer.
 pub const NOTIFY_BOUND: Duration = Duration::from_secs(5);
 
+/// How long a call's answer may wait for the reports that arrived before
+/// it ([`Callbacks::settle`]): they are normally handled in microseconds;
+/// a session stalled on its own client delays others' answers no longer.
+const SETTLE_BOUND: Duration = Duration::from_secs(1);
+
 /// The registry of the callback service; owned by the consumer.
 #[derive(Default)]
 pub struct Callbacks {
@@ -129,6 +134,19 @@ impl Callbacks {
 
     pub(super) fn set_service(&self, service: ServiceHandle) {
         *self.service.write() = Some(service);
+    }
+
+    /// Returns once the notifications that reached the callback service
+    /// before now went to their sessions (at most [`SETTLE_BOUND`] later).
+    /// A call's answer is delivered at once, its progress and log messages
+    /// on the service's worker: without this, a report the provider sent
+    /// just before its answer could reach the session after the answer,
+    /// where MCP drops it.
+    pub(super) async fn settle(&self) {
+        let Some(service) = self.service.read().clone() else {
+            return;
+        };
+        let _ = tokio::time::timeout(SETTLE_BOUND, service.notifications_handled()).await;
     }
 
     /// The `client` member for a request of a session whose MCP client

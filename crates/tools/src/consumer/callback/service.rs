@@ -2,7 +2,7 @@
 //! where it sends a provider's notification (section 9.3's table).
 
 use std::sync::{Arc, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 use switchboard_client::{method_not_found, reply, Client, Handler, Notification, Reply, Request};
@@ -12,6 +12,15 @@ use switchboard_protocol::{ErrorCode, Principal};
 
 use super::{CallSink, Callbacks, LogLevel, NOTIFY_BOUND};
 use crate::tool::BoxFuture;
+
+/// How long past its call's deadline a question to the client stays open.
+/// The call's end (its answer, or the hub's timeout answer, whose timer
+/// starts a little after the deadline here was taken) voids the question
+/// first; the deadline is only a backstop for an end that never arrives.
+/// Without the grace, the question would be answered "no answer" just
+/// before the call's timeout, and the provider could turn that into a
+/// result the caller takes for the call's own.
+const PAST_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Registers the callback service on `client` (the SDK registers it again
 /// after each reconnect). A failure leaves the consumer without one: no
@@ -130,7 +139,7 @@ impl Callbacks {
             tracing::warn!(method, call = ?call, sender = %request.sender_principal, "refusing a callback that names no call in flight");
             return Err(unknown_call(method, call.as_deref()));
         };
-        let wait = deadline.saturating_duration_since(Instant::now());
+        let wait = deadline.saturating_duration_since(Instant::now()) + PAST_DEADLINE;
         tokio::select! {
             answer = tokio::time::timeout(wait, sink.request(method, Value::Object(params))) => match answer {
                 Ok(Ok(result)) => reply(&result),

@@ -183,7 +183,8 @@ async fn a_request_the_client_never_answers_ends_at_the_calls_deadline() {
         ))
         .await
         .unwrap_err();
-    assert!(began.elapsed() < Duration::from_secs(2));
+    // The deadline and the grace past it (2 s) for the call's own end.
+    assert!(began.elapsed() < Duration::from_secs(5));
     assert_eq!(code_of(&error).as_deref(), Some("no_answer"));
     // And a call that ends first ends its callbacks' wait.
     let call = callbacks.begin(
