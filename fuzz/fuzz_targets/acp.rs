@@ -6,12 +6,14 @@
 //! a model error: the fuzzer explores request handling, not the agent loop.
 #![no_main]
 
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use agent_client_protocol::ByteStreams;
 use libfuzzer_sys::fuzz_target;
 use switchboard_acp::{AcpOptions, FrontLimits, ModelOptions};
+use switchboard_client::Endpoint;
 use tokio::io::AsyncReadExt;
 use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
 
@@ -28,12 +30,14 @@ static HUB_DIR: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir
 fn options() -> AcpOptions {
     AcpOptions {
         hub_dir: HUB_DIR.path().to_owned(),
+        endpoint: Endpoint::Dir(Some(HUB_DIR.path().to_owned())),
         model: ModelOptions {
             base_url: "http://127.0.0.1:1".into(),
             model: "fuzz".into(),
             api_key: None,
             read_timeout: Duration::from_secs(1),
         },
+        models: BTreeMap::new(),
         limits: FrontLimits {
             max_sessions: 4,
             ..FrontLimits::default()

@@ -87,6 +87,9 @@ fn main() -> anyhow::Result<()> {
             .nats_bin
             .clone()
             .map_or_else(|| find_nats(&exe_dir), Ok)?,
+        mcp_test_server: exe_dir.join("mcp-test-server"),
+        // target/release → the workspace root, where `.ci/run` installs it.
+        everything: plan::find_everything(&exe_dir.join("../..")),
     };
     for (what, path) in [
         ("hub", &bins.hub),

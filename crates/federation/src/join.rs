@@ -50,18 +50,25 @@ pub enum JoinError {
     Claim { name: String, error: String },
 }
 
-/// `nats://user:pass@host` → `nats://host` for messages (no secrets in logs).
+/// `nats://user:pass@host` → `nats://…@host` for messages (no secrets in
+/// logs): everything before the last `@` goes, but a scheme made of scheme
+/// characters only (a text that is no URL at all may have `://` after
+/// its secret).
 pub fn redacted(url: &str) -> String {
+    let Some((_, host)) = url.rsplit_once('@') else {
+        return url.to_owned();
+    };
     match url.split_once("://") {
-        Some((scheme, rest)) => match rest.rsplit_once('@') {
-            Some((_, host)) => format!("{scheme}://…@{host}"),
-            None => url.to_owned(),
-        },
-        None => match url.rsplit_once('@') {
-            Some((_, host)) => format!("…@{host}"),
-            None => url.to_owned(),
-        },
+        Some((scheme, _)) if is_scheme(scheme) => format!("{scheme}://…@{host}"),
+        _ => format!("…@{host}"),
     }
+}
+
+/// RFC 3986: a letter, then letters, digits, `+`, `-`, `.`.
+fn is_scheme(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// Everything that can be checked before connecting.
@@ -511,5 +518,11 @@ mod tests {
         assert_eq!(redacted("nats://u:p@host:4222"), "nats://…@host:4222");
         assert_eq!(redacted("nats://host:4222"), "nats://host:4222");
         assert_eq!(redacted("u:p@host"), "…@host");
+        // Found by the config fuzzer: `://` after the secret, not a scheme.
+        assert_eq!(
+            redacted("na:x//:secret-pass@[:y]sut://u:p@[::1]"),
+            "…@[::1]"
+        );
+        assert_eq!(redacted("tls://a@b@host"), "tls://…@host");
     }
 }

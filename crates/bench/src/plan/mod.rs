@@ -4,10 +4,13 @@
 
 mod callgrind;
 mod federation;
+mod gateway;
 mod notify;
 mod request;
 mod scale;
 mod targets;
+
+pub use gateway::find_everything;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -39,10 +42,13 @@ pub enum Workload {
     Callgrind,
     /// 7. across two hubs federated over one nats-server, beside direct NATS.
     Federation,
+    /// 8. the MCP gateway: a tools/call through it beside the same call
+    ///    over stdio, and the memory of servers shared through it.
+    Gateway,
 }
 
 impl Workload {
-    pub const ALL: [Workload; 7] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Notify,
         Workload::Fan,
         Workload::Latency,
@@ -50,6 +56,7 @@ impl Workload {
         Workload::Scale,
         Workload::Callgrind,
         Workload::Federation,
+        Workload::Gateway,
     ];
 }
 
@@ -57,6 +64,11 @@ pub struct Bins {
     pub hub: PathBuf,
     pub floor: PathBuf,
     pub nats: PathBuf,
+    /// The workspace's MCP test server (workload 8).
+    pub mcp_test_server: PathBuf,
+    /// server-everything's entry point, when installed (workload 8's
+    /// memory figure; without it the test server is used).
+    pub everything: Option<PathBuf>,
 }
 
 pub struct Plan {
@@ -180,6 +192,9 @@ pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     }
     if plan.wants(Workload::Callgrind) {
         callgrind::instructions(plan, &mut report).await;
+    }
+    if plan.wants(Workload::Gateway) {
+        gateway::gateway(plan, &mut report).await;
     }
     targets::check(&mut report);
     Ok(report)

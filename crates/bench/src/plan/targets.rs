@@ -29,6 +29,7 @@ fn checks(report: &Report) -> Vec<TargetCheck> {
     .chain(across_requests(report))
     .chain([across_notifications(report)])
     .flatten()
+    .chain(super::gateway::targets(report))
     .collect()
 }
 

@@ -1,6 +1,7 @@
 //! The workloads, each run against any system by the same code.
 
 pub mod callgrind;
+pub mod gateway;
 pub mod notify;
 pub mod request;
 pub mod scale;

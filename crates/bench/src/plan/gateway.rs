@@ -1,0 +1,238 @@
+//! Workload 8: the MCP gateway. The hub (Unix) column is a `tools/call`
+//! through `switchboard mcp` → hub → `provide-mcp` → the server; the floor
+//! column is the same client calling the same server directly over stdio,
+//! so hub − floor is what the gateway adds. Memory: five clients sharing
+//! three servers hosted on the hub (hub column) against five clients each
+//! starting their own three (floor column).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::Plan;
+use crate::measure::{Measurement, Take, Taken};
+use crate::report::{Format, Report, Row, TargetCheck};
+use crate::systems::System;
+use crate::workloads::gateway::{
+    call_latencies, children_of, total_rss_kib, HostedServers, ServerCommand, StdioMcp,
+};
+
+pub(super) const GATEWAY: &str =
+    "8. MCP gateway (hub column: client → switchboard mcp → hub → provide-mcp → server; floor column: client → server over stdio)";
+pub(super) const P50: &str = "tools/call p50 µs";
+pub(super) const P99: &str = "tools/call p99 µs";
+pub(super) const MEMORY: &str = "5 clients × 3 servers: total RSS MiB (hub: shared through the gateway; floor: each client its own)";
+
+/// The gateway's added p50 the issue allows.
+const ADDED_P50_TARGET_US: f64 = 150.0;
+const CLIENTS: usize = 5;
+const SERVERS: usize = 3;
+
+/// The server the latency is measured with: the workspace's small Rust MCP
+/// server (its own time is tiny, so the difference is the path's).
+fn test_server(plan: &Plan) -> ServerCommand {
+    ServerCommand {
+        program: plan.bins.mcp_test_server.clone(),
+        args: Vec::new(),
+        label: "mcp-test-server".into(),
+    }
+}
+
+/// The server the memory is measured with: the reference MCP server
+/// (server-everything, Node) when it is installed, as real servers are
+/// mostly Node or Python; else the test server.
+fn memory_server(plan: &Plan) -> (ServerCommand, &'static str) {
+    match &plan.bins.everything {
+        Some(path) => (
+            ServerCommand {
+                program: PathBuf::from("node"),
+                args: vec![path.into()],
+                label: "server-everything".into(),
+            },
+            "echo",
+        ),
+        None => (test_server(plan), "echo"),
+    }
+}
+
+pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
+    let duration = plan.durations().sequential;
+    let rows = vec![
+        Row::new(GATEWAY, P50, Format::Decimal(1), true),
+        Row::new(GATEWAY, P99, Format::Decimal(1), true),
+    ];
+    let through = Take::new(
+        System::HubUnix,
+        format!("{GATEWAY} call through the gateway"),
+        0..2,
+        move |_run| async move {
+            let server = test_server(plan);
+            let hosted =
+                HostedServers::start(&plan.bins.hub, std::slice::from_ref(&server)).await?;
+            let tools = ["s0__echo".to_owned()];
+            let mut gateway = hosted.gateway(&plan.bins.hub, "latency", &tools).await?;
+            let latency = call_latencies(&mut gateway, "s0__echo", duration).await?;
+            Ok(latency_taken(&latency))
+        },
+    );
+    let direct = Take::new(
+        System::Floor,
+        format!("{GATEWAY} call over stdio"),
+        0..2,
+        move |_run| async move {
+            let server = test_server(plan);
+            let log = std::env::temp_dir().join("sb-bench-direct-mcp.log");
+            let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
+            let latency = call_latencies(&mut client, "echo", duration).await?;
+            Ok(latency_taken(&latency))
+        },
+    );
+    Measurement {
+        rows,
+        takes: vec![through, direct],
+    }
+    .record(plan.runs, report)
+    .await;
+
+    let (server, _) = memory_server(plan);
+    report.notes.push(format!(
+        "{GATEWAY}: latency with mcp-test-server, memory with {}",
+        server.label
+    ));
+    let rows = vec![Row::new(GATEWAY, MEMORY, Format::Decimal(1), true)];
+    let shared = Take::new(
+        System::HubUnix,
+        format!("{GATEWAY} memory shared"),
+        0..1,
+        move |_run| async move { Ok(mib_taken(shared_rss(plan).await?)) },
+    );
+    let own = Take::new(
+        System::Floor,
+        format!("{GATEWAY} memory own"),
+        0..1,
+        move |_run| async move { Ok(mib_taken(own_rss(plan).await?)) },
+    );
+    Measurement {
+        rows,
+        takes: vec![shared, own],
+    }
+    .record(plan.runs, report)
+    .await;
+}
+
+fn latency_taken(latency: &hdrhistogram::Histogram<u64>) -> Taken {
+    let p50 = latency.value_at_quantile(0.5) as f64 / 1e3;
+    let p99 = latency.value_at_quantile(0.99) as f64 / 1e3;
+    let detail = format!("{} calls, p50 {p50:.1} µs, p99 {p99:.1} µs", latency.len());
+    Taken::new(vec![p50, p99], detail)
+}
+
+fn mib_taken(kib: u64) -> Taken {
+    let mib = kib as f64 / 1024.0;
+    Taken::new(vec![mib], format!("{mib:.1} MiB"))
+}
+
+/// Settles before memory is read: servers allocate lazily on first use.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Three servers hosted on a hub, five `switchboard mcp` clients of it,
+/// each having called every server once: the RSS of all those processes.
+async fn shared_rss(plan: &Plan) -> anyhow::Result<u64> {
+    let (server, tool) = memory_server(plan);
+    let servers = vec![server; SERVERS];
+    let hosted = HostedServers::start(&plan.bins.hub, &servers).await?;
+    let tools: Vec<String> = (0..SERVERS).map(|n| format!("s{n}__{tool}")).collect();
+    let mut gateways = Vec::new();
+    for client in 0..CLIENTS {
+        let mut gateway = hosted
+            .gateway(&plan.bins.hub, &format!("memory-{client}"), &tools)
+            .await?;
+        for tool in &tools {
+            call_once(&mut gateway, tool).await?;
+        }
+        gateways.push(gateway);
+    }
+    tokio::time::sleep(SETTLE).await;
+    let mut pids = hosted.pids();
+    pids.extend(gateways.iter().filter_map(StdioMcp::pid));
+    Ok(total_rss_kib(&pids))
+}
+
+/// Five clients each starting the three servers themselves, each server
+/// called once: the RSS of the fifteen servers (and their children).
+async fn own_rss(plan: &Plan) -> anyhow::Result<u64> {
+    let (server, tool) = memory_server(plan);
+    let dir = tempfile::Builder::new().prefix("sb-bench-own").tempdir()?;
+    let mut clients = Vec::new();
+    for n in 0..CLIENTS * SERVERS {
+        let log = dir.path().join(format!("server-{n}.log"));
+        let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
+        call_once(&mut client, tool).await?;
+        clients.push(client);
+    }
+    tokio::time::sleep(SETTLE).await;
+    let mut pids = Vec::new();
+    for pid in clients.iter().filter_map(StdioMcp::pid) {
+        pids.push(pid);
+        pids.extend(children_of(pid));
+    }
+    Ok(total_rss_kib(&pids))
+}
+
+async fn call_once(client: &mut StdioMcp, tool: &str) -> anyhow::Result<()> {
+    let params = serde_json::json!({"name": tool, "arguments": {"message": "m", "text": "t"}});
+    client
+        .request("tools/call", &params)
+        .await
+        .with_context(|| format!("calling {tool}"))?;
+    Ok(())
+}
+
+/// The gateway's targets: at most 150 µs added at p50; sharing three servers
+/// among five clients uses less memory than each starting its own.
+pub(super) fn targets(report: &Report) -> Vec<TargetCheck> {
+    let mut checks = Vec::new();
+    if let (Some(p50), Some(p99)) = (report.row(GATEWAY, P50), report.row(GATEWAY, P99)) {
+        let added = |row: &Row| Some(row.median(System::HubUnix)? - row.median(System::Floor)?);
+        let (added_p50, added_p99) = (added(p50), added(p99));
+        checks.push(TargetCheck {
+            target: format!(
+                "MCP gateway: a tools/call adds at most {ADDED_P50_TARGET_US:.0} µs at p50 over calling the server directly"
+            ),
+            met: added_p50.map(|a| a <= ADDED_P50_TARGET_US),
+            detail: format!(
+                "added p50 {} µs, p99 {} µs",
+                Format::Decimal(1).show_or_dash(added_p50),
+                Format::Decimal(1).show_or_dash(added_p99)
+            ),
+        });
+    }
+    if let Some(memory) = report.row(GATEWAY, MEMORY) {
+        let ratio = memory.ratio_of(System::HubUnix, System::Floor);
+        checks.push(TargetCheck {
+            target: format!(
+                "MCP gateway: {CLIENTS} clients sharing {SERVERS} servers use less memory than each starting its own"
+            ),
+            met: ratio.map(|r| r < 1.0),
+            detail: format!(
+                "{} vs {} MiB = {}×",
+                Format::Decimal(1).show_or_dash(memory.median(System::HubUnix)),
+                Format::Decimal(1).show_or_dash(memory.median(System::Floor)),
+                Format::Decimal(2).show_or_dash(ratio)
+            ),
+        });
+    }
+    checks
+}
+
+/// `node` and server-everything's entry point, if installed where `.ci/run`
+/// and `bench/run.sh` put it.
+pub fn find_everything(root: &std::path::Path) -> Option<PathBuf> {
+    let entry = root.join(
+        "crates/cli/tests/cli/mcp/js/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    let node_found = std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("node").is_file()));
+    (entry.is_file() && node_found).then_some(entry)
+}

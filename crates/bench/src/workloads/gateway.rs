@@ -1,0 +1,315 @@
+//! Workload 8: an MCP `tools/call` through the gateway (client →
+//! `switchboard mcp` → hub → `provide-mcp` → a stdio server) beside the same
+//! client calling the same server directly over stdio; and the memory of
+//! five clients sharing three hosted servers through the gateway against
+//! five clients each starting their own three.
+//!
+//! The client is a lean MCP client over a child's stdio, the same for both
+//! paths: it writes one request line and reads lines until the answer with
+//! its id, reading only the `id` member (what an MCP host does at least).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use switchboard_testkit::procfs;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use crate::systems::hub::{HubLaunch, HubProcess};
+use crate::systems::SETUP_TIMEOUT;
+
+/// The MCP version the client asks for (the gateway and every SDK speak it).
+const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// How to start an MCP server over stdio.
+#[derive(Debug, Clone)]
+pub struct ServerCommand {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    /// What the report calls it.
+    pub label: String,
+}
+
+/// An MCP client on a child's stdio (the server itself, or `switchboard
+/// mcp`); the child is killed when this is dropped.
+pub struct StdioMcp {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+    next_id: u64,
+}
+
+#[derive(Deserialize)]
+struct Answer<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+impl StdioMcp {
+    /// Starts `program args…` with `env`, its stderr in `log`, and runs the
+    /// MCP handshake.
+    pub async fn start(
+        program: &Path,
+        args: &[OsString],
+        env: &[(&str, &Path)],
+        log: &Path,
+    ) -> anyhow::Result<Self> {
+        let log = std::fs::File::create(log)?;
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command
+            .spawn()
+            .with_context(|| format!("cannot start {}", program.display()))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            bail!("no stdio pipes to {}", program.display());
+        };
+        let mut client = StdioMcp {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            line: String::new(),
+            next_id: 0,
+        };
+        let params = json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                            "clientInfo": {"name": "switchboard-bench", "version": "0"}});
+        tokio::time::timeout(SETUP_TIMEOUT, client.request("initialize", &params))
+            .await
+            .context("initialize took too long")??;
+        client
+            .write(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+            .await?;
+        Ok(client)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    async fn write(&mut self, line: &str) -> anyhow::Result<()> {
+        self.stdin.write_all(line.as_bytes()).await?;
+        self.stdin.write_all(b"\n").await?;
+        self.stdin.flush().await?;
+        Ok(())
+    }
+
+    /// Sends a request and returns its answer's text (an error answer is
+    /// an error).
+    pub async fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<String> {
+        self.next_id += 1;
+        let id = self.next_id;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.write(&request.to_string()).await?;
+        self.answer(id).await
+    }
+
+    /// Reads lines until the answer to `id` (skipping notifications and
+    /// anything else the server writes).
+    async fn answer(&mut self, id: u64) -> anyhow::Result<String> {
+        let id = id.to_string();
+        loop {
+            self.line.clear();
+            if self.stdout.read_line(&mut self.line).await? == 0 {
+                bail!("the MCP server closed its stdout");
+            }
+            let Ok(answer) = serde_json::from_str::<Answer<'_>>(&self.line) else {
+                continue;
+            };
+            if answer.id.map(RawValue::get) != Some(id.as_str()) {
+                continue;
+            }
+            if let Some(error) = answer.error {
+                bail!("the MCP server answered with an error: {}", error.get());
+            }
+            return Ok(std::mem::take(&mut self.line));
+        }
+    }
+
+    /// Lists tools until `name` is there (the gateway lists the hub's
+    /// providers in the background after its handshake).
+    pub async fn wait_for_tool(&mut self, name: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + SETUP_TIMEOUT;
+        let quoted = format!("\"{name}\"");
+        loop {
+            let listed = self.request("tools/list", &json!({})).await?;
+            if listed.contains(&quoted) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("{name} was not listed within {SETUP_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The latencies of sequential `tools/call`s of `tool` for `duration`
+/// (after a warm-up), in nanoseconds.
+pub async fn call_latencies(
+    client: &mut StdioMcp,
+    tool: &str,
+    duration: Duration,
+) -> anyhow::Result<Histogram<u64>> {
+    let params = json!({"name": tool, "arguments": {"text": "x".repeat(100)}});
+    for _ in 0..200 {
+        client.request("tools/call", &params).await?;
+    }
+    let mut latency = Histogram::new_with_bounds(1, 60_000_000_000, 3)?;
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        let began = Instant::now();
+        client.request("tools/call", &params).await?;
+        let took = u64::try_from(began.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        latency.record(took.max(1))?;
+    }
+    Ok(latency)
+}
+
+/// A hub with `servers` hosted on it by `provide-mcp`, one namespace each
+/// (`s0`, `s1`, …); its processes are stopped on drop.
+pub struct HostedServers {
+    pub hub: HubProcess,
+    providers: Vec<Child>,
+}
+
+impl HostedServers {
+    pub async fn start(hub_bin: &Path, servers: &[ServerCommand]) -> anyhow::Result<Self> {
+        let hub = HubProcess::start(HubLaunch {
+            bin: hub_bin,
+            cpu: None,
+            ws: false,
+            wrapper: Vec::new(),
+            startup: Duration::from_secs(10),
+            args: Vec::new(),
+            config: "",
+        })
+        .await
+        .context("starting the hub")?;
+        let mut providers = Vec::new();
+        for (n, server) in servers.iter().enumerate() {
+            let log = std::fs::File::create(hub.dir().join(format!("provide-{n}.log")))?;
+            let child = Command::new(hub_bin)
+                .arg("provide-mcp")
+                .arg("--dir")
+                .arg(hub_dir(&hub))
+                .arg("--namespace")
+                .arg(format!("s{n}"))
+                .arg("--")
+                .arg(&server.program)
+                .args(&server.args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(log)
+                .kill_on_drop(true)
+                .spawn()
+                .context("cannot start provide-mcp")?;
+            providers.push(child);
+        }
+        Ok(HostedServers { hub, providers })
+    }
+
+    /// A `switchboard mcp` on this hub, initialized, once every one of
+    /// `tools` is listed.
+    pub async fn gateway(
+        &self,
+        hub_bin: &Path,
+        name: &str,
+        tools: &[String],
+    ) -> anyhow::Result<StdioMcp> {
+        let args = ["mcp".into(), "--dir".into(), hub_dir(&self.hub).into()];
+        let log = self.hub.dir().join(format!("gateway-{name}.log"));
+        let mut gateway = StdioMcp::start(hub_bin, &args, &[], &log).await?;
+        for tool in tools {
+            gateway.wait_for_tool(tool).await?;
+        }
+        Ok(gateway)
+    }
+
+    /// The PIDs of the hub, every `provide-mcp` and their servers.
+    pub fn pids(&self) -> Vec<u32> {
+        let mut pids = vec![self.hub.pid()];
+        for provider in &self.providers {
+            if let Some(pid) = provider.id() {
+                pids.push(pid);
+                pids.extend(children_of(pid));
+            }
+        }
+        pids
+    }
+}
+
+fn hub_dir(hub: &HubProcess) -> PathBuf {
+    hub.dir().join("hub")
+}
+
+/// The PIDs whose parent is `pid`, and theirs (a server started through
+/// `npx` or a shell is more than one process).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let path = task.path().join("children");
+            let Ok(text) = std::fs::read_to_string(path) else {
+                continue;
+            };
+            for child in text.split_whitespace().filter_map(|p| p.parse().ok()) {
+                found.push(child);
+                parents.push(child);
+            }
+        }
+    }
+    found
+}
+
+/// The summed resident memory of `pids`, in KiB (a PID gone is 0).
+pub fn total_rss_kib(pids: &[u32]) -> u64 {
+    pids.iter()
+        .map(|&pid| procfs::rss_kib(pid).unwrap_or(0))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn children_of_finds_a_grandchild() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sleep 5 & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let found = loop {
+            let found = children_of(std::process::id());
+            if found.len() >= 2 || Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = shell.kill();
+        let _ = shell.wait();
+        assert!(found.contains(&shell.id()), "{found:?}");
+        assert!(found.len() >= 2, "the shell and its sleep: {found:?}");
+    }
+}
