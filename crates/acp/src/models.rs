@@ -23,7 +23,7 @@ use agent_client_protocol::v1::schema::SessionConfigSelectOption;
 use serde::Deserialize;
 
 use crate::model::{ModelClient, ModelError};
-use crate::options::ModelOptions;
+use crate::options::{ModelEntry, ModelOptions};
 
 /// The value id of the model given by `--model-url` and `--model`.
 pub const DEFAULT_MODEL: &str = "default";
@@ -43,15 +43,6 @@ pub enum ConfigError {
         name: String,
         problem: String,
     },
-}
-
-/// One `[acp.models.NAME]` entry, as written.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelEntry {
-    pub url: String,
-    pub model: String,
-    pub api_key_env: Option<String>,
 }
 
 /// The file as this front reads it: only its own `[acp]` section (the hub

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Deserialize;
 use switchboard_client::Endpoint;
-
-use crate::models::ModelEntry;
 
 /// Everything the front needs to run.
 #[derive(Debug, Clone)]
@@ -99,4 +98,14 @@ impl Default for FrontLimits {
             cancel_grace: Duration::from_secs(5),
         }
     }
+}
+
+/// One `[acp.models.NAME]` entry of the config file, as written
+/// (`models.rs` reads and checks them).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    pub url: String,
+    pub model: String,
+    pub api_key_env: Option<String>,
 }

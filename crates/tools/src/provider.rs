@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::ledger::{Ledger, LedgerCounts, Retention};
 use crate::progress::SinkDirectory;
-use crate::surface::SurfaceHandler;
+use crate::surface::{self, SurfaceHandler};
 use crate::tool::{ToolHandler, ToolSpec};
 use crate::toolset::ToolSet;
 use crate::ToolsError;
@@ -451,7 +451,10 @@ impl Handler for ProviderHandler {
                     })
                 }
                 _ => match shared.surface.clone() {
-                    Some(surface) => shared.handle_surface(surface, request).await,
+                    Some(surface) => {
+                        surface::handle_request(&shared.ledger, &shared.namespace, surface, request)
+                            .await
+                    }
                     None => Err(method_not_found(&request.method)),
                 },
             }
@@ -462,7 +465,7 @@ impl Handler for ProviderHandler {
         let surface = self.0.surface.clone();
         Box::pin(async move {
             if let Some(surface) = surface {
-                Shared::handle_surface_notification(surface, notification).await;
+                surface::handle_notification(surface, notification).await;
             }
         })
     }

@@ -16,7 +16,7 @@ use switchboard_protocol::{ErrorObject, Principal};
 use tokio_util::sync::CancellationToken;
 
 use crate::errors;
-use crate::provider::Shared;
+use crate::ledger::Ledger;
 use crate::tool::BoxFuture;
 
 /// The methods a version-2 provider serves besides `tools/list` and
@@ -127,80 +127,78 @@ fn principal_key(principal: &Principal) -> String {
     serde_json::to_string(principal).unwrap_or_default()
 }
 
-impl Shared {
-    /// A version-2 request other than the tools.
-    pub(crate) async fn handle_surface(
-        self: Arc<Self>,
-        surface: Arc<dyn SurfaceHandler>,
-        request: Request,
-    ) -> Reply {
-        if !SURFACE_METHODS.contains(&request.method.as_str()) {
-            return Err(method_not_found(&request.method));
-        }
-        let decoded = decode(&request.method, request.params.as_deref())?;
-        let principal = principal_key(&request.sender_principal);
-        let method = request.method.as_str();
-        if matches!(method, v2::TASKS_GET | v2::TASKS_RESULT | v2::TASKS_CANCEL) {
-            let task_id = decoded.params["taskId"].as_str().ok_or_else(|| {
-                errors::invalid_member("taskId", "must be the string id of a task")
-            })?;
-            let owner = self
-                .ledger
-                .task_owner(task_id)
-                .await
-                .map_err(|error| errors::ledger_unavailable(&error.to_string()))?;
-            if owner.is_none_or(|owner| owner.principal != principal) {
-                tracing::debug!(namespace = %self.namespace, method, "a task of no call of this principal");
-                return Err(errors::unknown_task(task_id));
-            }
-        }
-        let is_list = method == v2::TASKS_LIST;
-        let answer = surface
-            .request(SurfaceRequest {
-                method: request.method.clone(),
-                params: decoded.params,
-                client: decoded.client,
-                call: decoded.call,
-                sender_principal: request.sender_principal.clone(),
-                sender_client_id: request.sender_client_id.clone(),
-                cancelled: request.cancelled.clone(),
-            })
-            .await?;
-        if !is_list {
-            return Ok(answer);
-        }
-        let owned: HashSet<String> = self
-            .ledger
-            .tasks_of(&principal)
+/// A version-2 request other than the tools, to the provider of
+/// `namespace` whose task map is in `ledger`.
+pub(crate) async fn handle_request(
+    ledger: &Ledger,
+    namespace: &str,
+    surface: Arc<dyn SurfaceHandler>,
+    request: Request,
+) -> Reply {
+    if !SURFACE_METHODS.contains(&request.method.as_str()) {
+        return Err(method_not_found(&request.method));
+    }
+    let decoded = decode(&request.method, request.params.as_deref())?;
+    let principal = principal_key(&request.sender_principal);
+    let method = request.method.as_str();
+    if matches!(method, v2::TASKS_GET | v2::TASKS_RESULT | v2::TASKS_CANCEL) {
+        let task_id = decoded.params["taskId"]
+            .as_str()
+            .ok_or_else(|| errors::invalid_member("taskId", "must be the string id of a task"))?;
+        let owner = ledger
+            .task_owner(task_id)
             .await
-            .map_err(|error| errors::ledger_unavailable(&error.to_string()))?
-            .into_iter()
-            .collect();
-        own_tasks(&answer, &owned)
-    }
-
-    /// A consumer's notification to a version-2 provider.
-    pub(crate) async fn handle_surface_notification(
-        surface: Arc<dyn SurfaceHandler>,
-        notification: Notification,
-    ) {
-        if notification.method != v2::ROOTS_LIST_CHANGED {
-            return;
+            .map_err(|error| errors::ledger_unavailable(&error.to_string()))?;
+        if owner.is_none_or(|owner| owner.principal != principal) {
+            tracing::debug!(namespace = %namespace, method, "a task of no call of this principal");
+            return Err(errors::unknown_task(task_id));
         }
-        let Ok(decoded) = decode(&notification.method, notification.params.as_deref()) else {
-            tracing::debug!(method = %notification.method, "a notification with malformed params; dropped");
-            return;
-        };
-        surface
-            .notification(SurfaceNotification {
-                method: notification.method,
-                params: decoded.params,
-                client: decoded.client,
-                sender_principal: notification.sender_principal,
-                sender_client_id: notification.sender_client_id,
-            })
-            .await;
     }
+    let is_list = method == v2::TASKS_LIST;
+    let answer = surface
+        .request(SurfaceRequest {
+            method: request.method.clone(),
+            params: decoded.params,
+            client: decoded.client,
+            call: decoded.call,
+            sender_principal: request.sender_principal.clone(),
+            sender_client_id: request.sender_client_id.clone(),
+            cancelled: request.cancelled.clone(),
+        })
+        .await?;
+    if !is_list {
+        return Ok(answer);
+    }
+    let owned: HashSet<String> = ledger
+        .tasks_of(&principal)
+        .await
+        .map_err(|error| errors::ledger_unavailable(&error.to_string()))?
+        .into_iter()
+        .collect();
+    own_tasks(&answer, &owned)
+}
+
+/// A consumer's notification to a version-2 provider.
+pub(crate) async fn handle_notification(
+    surface: Arc<dyn SurfaceHandler>,
+    notification: Notification,
+) {
+    if notification.method != v2::ROOTS_LIST_CHANGED {
+        return;
+    }
+    let Ok(decoded) = decode(&notification.method, notification.params.as_deref()) else {
+        tracing::debug!(method = %notification.method, "a notification with malformed params; dropped");
+        return;
+    };
+    surface
+        .notification(SurfaceNotification {
+            method: notification.method,
+            params: decoded.params,
+            client: decoded.client,
+            sender_principal: notification.sender_principal,
+            sender_client_id: notification.sender_client_id,
+        })
+        .await;
 }
 
 /// `tasks/list`'s answer with only the tasks in `owned`.

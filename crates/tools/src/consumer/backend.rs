@@ -12,10 +12,9 @@ use switchboard_client::Client;
 use switchboard_protocol::tool_call::ToolCallRequest;
 use tokio::sync::mpsc;
 
-use switchboard_protocol::Principal;
-
 use super::call::{call_provider, request_provider, CallError};
 use super::listing::ListKind;
+pub use super::tool::ProviderIdentity;
 use super::tool::ToolBackend;
 use crate::tool::BoxFuture;
 
@@ -72,20 +71,6 @@ impl HubCaller {
         };
         (Arc::new(caller), receiver)
     }
-}
-
-/// Who a tool provider is on the hub: what callbacks from it are checked
-/// against (`docs/reference/tool-calls.md` section 9.3) and which version
-/// of the contract it speaks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProviderIdentity {
-    pub service_id: String,
-    /// The hub client that registered the service.
-    pub client_id: String,
-    /// The principal the hub stamps on what that client sends.
-    pub principal: Principal,
-    /// 1 (tools) or 2 (the whole MCP server surface).
-    pub version: u64,
 }
 
 /// One tool provider on the hub, as the backend of its tools.

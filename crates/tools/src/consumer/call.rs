@@ -4,9 +4,10 @@
 use std::time::Duration;
 
 use serde_json::value::RawValue;
-use switchboard_client::{Client, Error, ErrorKind, RequestOptions, RpcError};
-use switchboard_protocol::tool_call::{error_codes, ToolCallRequest, TOOLS_CALL};
+use switchboard_client::{Client, RequestOptions};
+use switchboard_protocol::tool_call::{ToolCallRequest, TOOLS_CALL};
 
+pub use super::error::CallError;
 use super::listing::ListKind;
 
 /// How long one source may take to answer `tools/list`. A provider answers
@@ -30,64 +31,6 @@ pub fn fresh_call_key(prefix: &str) -> String {
     // no sensible way to mint keys without it.
     getrandom::fill(&mut random).expect("the OS random generator is unavailable");
     format!("{prefix}{}", hex::encode(random))
-}
-
-/// Why a call has no result.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum CallError {
-    /// Nothing was sent: the hub is not reachable now.
-    #[error("the hub is not connected")]
-    NotConnected,
-    /// The connection ended while the call was out: it may or may not have run.
-    #[error("the connection to the hub was lost during the call")]
-    ConnectionLost,
-    /// No answer within the bound (on this side).
-    #[error("no answer within {0:?}")]
-    TimedOut(Duration),
-    /// The hub or the provider answered with an error.
-    #[error("{0}")]
-    Answered(RpcError),
-    /// Anything else (the hub sent something unreadable, ...).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl CallError {
-    /// `data.code` of an error answer (`unknown_tool`, `invalid_arguments`, ...).
-    pub fn code(&self) -> Option<String> {
-        match self {
-            CallError::Answered(error) => error
-                .data()
-                .and_then(|data| data.get("code")?.as_str().map(str::to_owned)),
-            _ => None,
-        }
-    }
-
-    /// Whether the answer says the listing the call was built from is out of
-    /// date: the tool is unknown, its schema changed, or its provider is gone.
-    pub fn is_stale_listing(&self) -> bool {
-        let CallError::Answered(error) = self else {
-            return false;
-        };
-        matches!(
-            self.code().as_deref(),
-            Some(error_codes::UNKNOWN_TOOL | error_codes::TOOL_SCHEMA_CHANGED)
-        ) || matches!(
-            error.kind(),
-            ErrorKind::NotFound | ErrorKind::ServiceGone { .. }
-        )
-    }
-}
-
-impl From<Error> for CallError {
-    fn from(error: Error) -> Self {
-        match error {
-            Error::Rpc(error) => CallError::Answered(error),
-            Error::Closed => CallError::ConnectionLost,
-            Error::LocalTimeout(wait) => CallError::TimedOut(wait),
-            other => CallError::Failed(other.to_string()),
-        }
-    }
 }
 
 /// `tools/call` to the provider `service_id`. Dropping the future drops
@@ -155,6 +98,7 @@ pub(super) async fn list_provider(
 mod tests {
     use super::*;
     use serde_json::json;
+    use switchboard_client::RpcError;
 
     fn answered(code: i64, data: serde_json::Value) -> CallError {
         CallError::Answered(RpcError {

@@ -27,6 +27,7 @@
 mod backend;
 mod call;
 mod callback;
+mod error;
 mod hub;
 mod index;
 mod listing;

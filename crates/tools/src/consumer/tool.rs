@@ -9,11 +9,25 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use switchboard_protocol::tool_call::{ClientRef, ToolCallRequest};
+use switchboard_protocol::Principal;
 
-use super::backend::ProviderIdentity;
-use super::call::CallError;
+use super::error::CallError;
 use super::naming::exposed_name;
 use crate::tool::BoxFuture;
+
+/// Who a tool provider is on the hub: what callbacks from it are checked
+/// against (`docs/reference/tool-calls.md` section 9.3) and which version
+/// of the contract it speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProviderIdentity {
+    pub service_id: String,
+    /// The hub client that registered the service.
+    pub client_id: String,
+    /// The principal the hub stamps on what that client sends.
+    pub principal: Principal,
+    /// 1 (tools) or 2 (the whole MCP server surface).
+    pub version: u64,
+}
 
 /// One entry of a `tools/list` answer (`docs/reference/tool-calls.md`): a
 /// non-empty `name`, an object `inputSchema`, an optional `schemaPin`, and

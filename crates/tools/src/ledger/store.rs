@@ -33,6 +33,18 @@ CREATE TABLE IF NOT EXISTS calls (
 CREATE INDEX IF NOT EXISTS calls_by_settlement ON calls (state, settled_ms);
 ";
 
+/// The tasks a provider created (`tasks.rs` reads and writes them), in the
+/// same file and schema version as the calls.
+const CREATE_TASKS: &str = "
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id    TEXT NOT NULL PRIMARY KEY,
+    principal  TEXT NOT NULL,
+    call_key   TEXT,
+    created_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal);
+";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum State {
     Running,
@@ -118,7 +130,7 @@ impl Store {
             });
         }
         tx.execute_batch(CREATE).map_err(sqlite)?;
-        tx.execute_batch(super::tasks::CREATE).map_err(sqlite)?;
+        tx.execute_batch(CREATE_TASKS).map_err(sqlite)?;
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(sqlite)?;
         let recovered = tx

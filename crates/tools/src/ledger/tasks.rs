@@ -14,16 +14,6 @@ use tokio::sync::oneshot;
 use super::store::Store;
 use super::{Command, Ledger, LedgerError, Retention};
 
-pub(super) const CREATE: &str = "
-CREATE TABLE IF NOT EXISTS tasks (
-    task_id    TEXT NOT NULL PRIMARY KEY,
-    principal  TEXT NOT NULL,
-    call_key   TEXT,
-    created_ms INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS tasks_by_principal ON tasks (principal);
-";
-
 /// Who created a task.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskOwner {
