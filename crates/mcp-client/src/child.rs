@@ -40,6 +40,36 @@ impl ChildTransport {
             .stdout(std::process::Stdio::piped())
             .stderr(stderr)
             .kill_on_drop(true);
+        // `kill_on_drop` needs us alive to drop the child; a server that
+        // does not exit when its stdin closes (server-everything) would
+        // outlive a `provide-mcp` killed with SIGKILL. The kernel's
+        // parent-death signal covers that (Linux).
+        #[cfg(target_os = "linux")]
+        {
+            let parent = std::process::id() as libc::pid_t;
+            // SAFETY: runs in the child between fork and exec and calls only
+            // async-signal-safe functions (prctl, getppid); the errors are
+            // built from errno without allocating.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::prctl(
+                        libc::PR_SET_PDEATHSIG,
+                        libc::SIGKILL as libc::c_ulong,
+                        0,
+                        0,
+                        0,
+                    ) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // We died between fork and prctl: no signal will come.
+                    if libc::getppid() != parent {
+                        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                    }
+                    Ok(())
+                });
+            }
+        }
         let mut child = command.spawn()?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(std::io::Error::other("the child's stdio is not piped"));

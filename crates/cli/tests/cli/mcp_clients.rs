@@ -21,7 +21,7 @@ use std::time::Duration;
 use switchboard_testkit::switchboard_binary;
 
 use crate::support::mcp::{provider_id, Process};
-use crate::support::modules::{toml_string, ModuleHub};
+use crate::support::modules::{toml_string, wait_gone, ModuleHub};
 use crate::support::HubProcess;
 
 /// How long one client script may run (its checks wait at most 60 s each).
@@ -193,4 +193,42 @@ async fn the_typescript_client_uses_everything_hosted_by_provide_mcp() {
 async fn the_typescript_client_uses_everything_as_a_module() {
     let hub = Everything::module("modev").await;
     hub.run("node", "js/everything.mjs", "modev").await;
+}
+
+/// server-everything does not exit when its stdin closes: a `provide-mcp`
+/// killed without warning must still take it along (the parent-death
+/// signal its MCP client sets), or every such kill leaks a Node process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_provide_mcp_takes_its_server_with_it() {
+    let everything = Everything::provided("everything").await;
+    let Everything::Provided { _provider, .. } = &everything else {
+        unreachable!("provided() hosts it with provide-mcp");
+    };
+    let provider = u32::try_from(_provider.pid()).expect("a pid");
+    let servers = children_of(provider);
+    assert_eq!(
+        servers.len(),
+        1,
+        "one server under provide-mcp: {servers:?}"
+    );
+    crate::support::modules::kill9(provider);
+    wait_gone(
+        servers[0],
+        "server-everything after its provide-mcp was killed",
+    )
+    .await;
+}
+
+/// The direct children of `pid` (every thread's).
+fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task");
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
