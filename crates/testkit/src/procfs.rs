@@ -22,6 +22,37 @@ fn parse_vm_rss_kib(status: &str) -> Option<u64> {
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// The direct children of `pid`, of every one of its threads
+/// (`/proc/PID/task/*/children`); empty if `pid` is gone.
+pub fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|text| {
+            text.split_whitespace()
+                .filter_map(|child| child.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Every descendant of `pid` (a server started through `npx` or a shell is
+/// more than one process).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for child in children(parent) {
+            found.push(child);
+            parents.push(child);
+        }
+    }
+    found
+}
+
 /// Open file descriptors of `pid` (entries of `/proc/PID/fd`).
 pub fn open_fds(pid: u32) -> io::Result<u64> {
     Ok(std::fs::read_dir(format!("/proc/{pid}/fd"))?.count() as u64)
@@ -90,6 +121,26 @@ pub fn raise_nofile_limit() -> io::Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn descendants_include_a_grandchild() {
+        let mut shell = std::process::Command::new("sh")
+            .args(["-c", "sh -c 'sleep 5 & wait' & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let found = loop {
+            let found = descendants(shell.id());
+            if found.len() >= 2 || std::time::Instant::now() >= deadline {
+                break found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        let _ = shell.kill();
+        let _ = shell.wait();
+        assert_eq!(found.len(), 2, "the inner shell and its sleep: {found:?}");
+        assert!(children(shell.id()).is_empty(), "a reaped process has none");
+    }
 
     #[test]
     fn reads_vm_rss_in_kib() {

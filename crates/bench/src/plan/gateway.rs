@@ -15,8 +15,9 @@ use crate::measure::{Measurement, Take, Taken};
 use crate::report::{Format, Report, Row, TargetCheck};
 use crate::systems::System;
 use crate::workloads::gateway::{
-    call_latencies, children_of, total_rss_kib, HostedServers, ServerCommand, StdioMcp,
+    call_latencies, total_rss_kib, HostedServers, ServerCommand, StdioMcp,
 };
+use switchboard_testkit::procfs;
 
 pub(super) const GATEWAY: &str =
     "8. MCP gateway (hub column: client → switchboard mcp → hub → provide-mcp → server; floor column: client → server over stdio)";
@@ -175,7 +176,7 @@ async fn own_rss(plan: &Plan) -> anyhow::Result<u64> {
     let mut pids = Vec::new();
     for pid in clients.iter().filter_map(StdioMcp::pid) {
         pids.push(pid);
-        pids.extend(children_of(pid));
+        pids.extend(procfs::descendants(pid));
     }
     Ok(total_rss_kib(&pids))
 }

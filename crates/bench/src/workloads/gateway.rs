@@ -248,7 +248,7 @@ impl HostedServers {
         for provider in &self.providers {
             if let Some(pid) = provider.id() {
                 pids.push(pid);
-                pids.extend(children_of(pid));
+                pids.extend(procfs::descendants(pid));
             }
         }
         pids
@@ -259,57 +259,9 @@ fn hub_dir(hub: &HubProcess) -> PathBuf {
     hub.dir().join("hub")
 }
 
-/// The PIDs whose parent is `pid`, and theirs (a server started through
-/// `npx` or a shell is more than one process).
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let mut found = Vec::new();
-    let mut parents = vec![pid];
-    while let Some(parent) = parents.pop() {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let path = task.path().join("children");
-            let Ok(text) = std::fs::read_to_string(path) else {
-                continue;
-            };
-            for child in text.split_whitespace().filter_map(|p| p.parse().ok()) {
-                found.push(child);
-                parents.push(child);
-            }
-        }
-    }
-    found
-}
-
 /// The summed resident memory of `pids`, in KiB (a PID gone is 0).
 pub fn total_rss_kib(pids: &[u32]) -> u64 {
     pids.iter()
         .map(|&pid| procfs::rss_kib(pid).unwrap_or(0))
         .sum()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn children_of_finds_a_grandchild() {
-        let mut shell = std::process::Command::new("sh")
-            .args(["-c", "sleep 5 & wait"])
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let found = loop {
-            let found = children_of(std::process::id());
-            if found.len() >= 2 || Instant::now() >= deadline {
-                break found;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let _ = shell.kill();
-        let _ = shell.wait();
-        assert!(found.contains(&shell.id()), "{found:?}");
-        assert!(found.len() >= 2, "the shell and its sleep: {found:?}");
-    }
 }

@@ -205,7 +205,7 @@ async fn a_killed_provide_mcp_takes_its_server_with_it() {
         unreachable!("provided() hosts it with provide-mcp");
     };
     let provider = u32::try_from(_provider.pid()).expect("a pid");
-    let servers = children_of(provider);
+    let servers = switchboard_testkit::procfs::children(provider);
     assert_eq!(
         servers.len(),
         1,
@@ -217,18 +217,4 @@ async fn a_killed_provide_mcp_takes_its_server_with_it() {
         "server-everything after its provide-mcp was killed",
     )
     .await;
-}
-
-/// The direct children of `pid` (every thread's).
-fn children_of(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("/proc/PID/task");
-    tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .flat_map(|text| {
-            text.split_whitespace()
-                .filter_map(|child| child.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
 }
