@@ -23,11 +23,11 @@ const CONNECT_CONCURRENCY: usize = 64;
 const WARM_UP: usize = 16;
 /// Pause before reading RSS, so the server has finished with the last ones.
 const SETTLE: Duration = Duration::from_millis(300);
-/// After traffic, the pause is longer: the hub gives back a WebSocket read
-/// buffer that traffic grew once the connection has been idle 1 to 2 s
-/// (`transport/ws.rs`, `IDLE_RELEASE`), and the row is about idle
+/// Over WebSocket the pause is longer: a hub connection gives back its read
+/// buffer (whatever traffic grew it to) once it has been idle 1 to 2 s
+/// (`transport/ws.rs`, `IDLE_RELEASE`), and the rows are about idle
 /// connections.
-const SETTLE_AFTER_TRAFFIC: Duration = Duration::from_millis(2500);
+const SETTLE_WS: Duration = Duration::from_millis(2500);
 
 /// Resident bytes per idle connection at each step of `steps` (cumulative
 /// connection counts, e.g. [1000, 10000]).
@@ -125,9 +125,7 @@ fn rss_bytes(pid: u32) -> std::io::Result<u64> {
 
 async fn fill(target: IdleTarget<'_>, pid: u32, steps: &[usize]) -> anyhow::Result<IdleOutcome> {
     let settle = match target {
-        IdleTarget::HubWs {
-            traffic: Some(_), ..
-        } => SETTLE_AFTER_TRAFFIC,
+        IdleTarget::HubWs { .. } => SETTLE_WS,
         _ => SETTLE,
     };
     let mut held = open_idle(&target, 0, WARM_UP).await?;

@@ -4,12 +4,14 @@
 //! connection's task then runs [`read_frames`] and [`write_frames`] on the
 //! upgraded socket.
 //!
-//! fastwebsockets' reader grows its buffer to the largest frame it reads
-//! and never shrinks it. A reader that has waited [`IDLE_RELEASE`] for
-//! bytes, with no part of a frame buffered, is replaced by a fresh one, so
-//! an idle connection gives back what one large message grew ([`Tally`]
-//! knows when nothing is buffered; `trim.rs` then returns the freed pages
-//! to the system).
+//! fastwebsockets' reader starts with an 8 KiB buffer, grows it to the
+//! largest frame it reads and never shrinks it. A reader that has waited
+//! [`IDLE_RELEASE`] for bytes, with no part of a frame buffered, is
+//! dropped: the connection then waits for the next frame's first byte with
+//! no buffer at all ([`ReadAhead`]) and only then takes a fresh reader, so
+//! an idle connection holds no read buffer, whatever its traffic grew
+//! ([`Tally`] knows when nothing is buffered; `trim.rs` then returns the
+//! freed pages to the system).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -165,6 +167,50 @@ async fn serve_on<R, W>(
     transport::run(hub, conn, read, write).await;
 }
 
+/// The socket with at most one byte read ahead of fastwebsockets: the
+/// first byte of the next frame, read by the connection itself while it
+/// idles with no reader (a one-byte read needs no buffer). A reader made
+/// afterwards reads that byte first.
+struct ReadAhead<R> {
+    io: R,
+    ahead: Option<u8>,
+}
+
+impl<R: AsyncRead + Unpin> ReadAhead<R> {
+    /// Waits until the peer sends a byte, and keeps it. The end of the
+    /// stream is an error here (`UnexpectedEof`): no frame can follow.
+    async fn wait_for_byte(&mut self) -> std::io::Result<()> {
+        debug_assert!(self.ahead.is_none());
+        let mut byte = [0u8; 1];
+        if self.io.read(&mut byte).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        self.ahead = Some(byte[0]);
+        Ok(())
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for ReadAhead<R> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        match this.ahead.take() {
+            // fastwebsockets reads again for the rest of the header.
+            Some(byte) if buf.remaining() > 0 => {
+                buf.put_slice(&[byte]);
+                Poll::Ready(Ok(()))
+            }
+            ahead => {
+                this.ahead = ahead;
+                Pin::new(&mut this.io).poll_read(cx, buf)
+            }
+        }
+    }
+}
+
 /// fastwebsockets' reader alone, on `socket`: data frames are written by
 /// `write_frames` straight from the queue, and the frames the reader owes
 /// the peer (pong, close) go through the same `FrameWriter`. Its own writer
@@ -224,7 +270,7 @@ impl<W: AsyncWrite + Unpin> FrameWriter<W> {
     }
 }
 
-async fn read_frames<R, W>(mut session: Session, mut socket: R, writer: SharedWriter<W>, max: usize)
+async fn read_frames<R, W>(mut session: Session, socket: R, writer: SharedWriter<W>, max: usize)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -240,6 +286,10 @@ where
         async move { writer.lock().await.control(&bytes, close).await }
     };
     let tally = Tally::default();
+    let mut socket = ReadAhead {
+        io: socket,
+        ahead: None,
+    };
     let mut frames = frame_reader(&mut socket, &tally, max);
     // The idle timer lives in this future (no allocation); it is set only
     // once the reader's buffer may have grown.
@@ -269,13 +319,24 @@ where
             () = &mut stopped => return,
             () = &mut idle => {
                 // The reader waits for a frame's first byte with nothing
-                // buffered (so dropping its read loses nothing): a fresh
-                // one, with fastwebsockets' first 8 KiB, replaces it and
-                // the buffer the traffic grew.
+                // buffered (so dropping its read loses nothing). Without
+                // it the connection holds no read buffer while it idles; a
+                // fresh one (fastwebsockets' first 8 KiB) is made once the
+                // peer sends again.
                 drop(frames);
+                super::trim::soon();
+                let next = tokio::select! {
+                    biased;
+                    () = &mut stopped => return,
+                    next = socket.wait_for_byte() => next,
+                };
+                if next.is_err() {
+                    // The peer closed, or the socket failed, while idle:
+                    // what a reader would have read as the end.
+                    return;
+                }
                 frames = frame_reader(&mut socket, &tally, max);
                 idle.renewed();
-                super::trim::soon();
                 continue;
             }
         };
@@ -436,31 +497,23 @@ impl<R: AsyncRead + Unpin> AsyncRead for Counted<'_, R> {
     }
 }
 
-/// How long a reader waits for bytes before it gives back a buffer that
-/// traffic grew.
+/// How long a reader waits for bytes before the connection gives back its
+/// buffer.
 pub const IDLE_RELEASE: Duration = Duration::from_secs(1);
 
-/// fastwebsockets' buffer as a reader starts with it (`ReadHalf`'s
-/// `BytesMut::with_capacity(8192)`): a reader handed no more bytes than
-/// this cannot have grown it, so it is not renewed.
-const FRESH_BUFFER: u64 = 8 * 1024;
-
 /// Ready once the reader has waited at least [`IDLE_RELEASE`] (at most
-/// twice that) with nothing buffered, after more than [`FRESH_BUFFER`]
-/// bytes went through its buffer. Polled only while the reader waits for
+/// twice that) with nothing buffered. Polled only while the reader waits for
 /// bytes; its timer is set when that first happens, polled (to register the
 /// task) only after being set, and set again only when it fires and bytes
 /// came meanwhile: a wait costs a few loads, no timer work.
 struct Idle<'a> {
     tally: &'a Tally,
     timer: Pin<&'a mut tokio::time::Sleep>,
-    /// `tally.read` when the current reader started.
-    renewed_at: u64,
     /// `tally.read` when the timer was set, if it is set.
     armed_at: Option<u64>,
     /// The timer was polled since it was set: it will wake the task.
     registered: bool,
-    /// The count went wrong (a frame sent unmasked): never renew.
+    /// The count went wrong (a frame sent unmasked): never release.
     off: bool,
 }
 
@@ -469,7 +522,6 @@ impl<'a> Idle<'a> {
         Idle {
             tally,
             timer,
-            renewed_at: 0,
             armed_at: None,
             registered: false,
             off: false,
@@ -478,7 +530,6 @@ impl<'a> Idle<'a> {
 
     /// A fresh reader took over.
     fn renewed(&mut self) {
-        self.renewed_at = self.tally.read.load(Ordering::Relaxed);
         self.armed_at = None;
     }
 
@@ -499,7 +550,7 @@ impl Future for Idle<'_> {
         // socket) or by its timer.
         let this = self.get_mut();
         let read = this.tally.read.load(Ordering::Relaxed);
-        if this.off || read - this.renewed_at <= FRESH_BUFFER {
+        if this.off {
             return Poll::Pending;
         }
         if this.tally.framed.load(Ordering::Relaxed) > read {

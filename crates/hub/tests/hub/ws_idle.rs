@@ -206,3 +206,26 @@ async fn a_websocket_idle_after_a_large_message_loses_nothing_when_its_reader_is
     }
     owner.expect_silence(Duration::from_millis(200)).await;
 }
+
+#[tokio::test]
+async fn a_websocket_closed_while_idle_without_a_reader_leaves_the_hub() {
+    let hub = TestHub::start().await;
+    let mut ws = RawWs::connect(&hub).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"clientInfo": {"name": "raw"}}});
+    ws.write(&masked(1, initialize.to_string().as_bytes()))
+        .await;
+    assert!(ws.message().await["result"].is_object());
+    let connections = hub.metric("switchboard_connections");
+    assert!(connections >= 1, "{}", hub.metrics());
+
+    // Idle long enough that the connection dropped its reader and waits for
+    // a first byte with none; then the peer goes away.
+    tokio::time::sleep(IDLE).await;
+    drop(ws);
+    hub.eventually("the idle connection closed", |hub| {
+        hub.metric("switchboard_connections") == connections - 1
+    })
+    .await;
+    assert_hub_routes(&hub).await;
+}
