@@ -82,10 +82,17 @@ fn main() -> ExitCode {
     let _ = switchboard_client::launch::init();
     let cli = Cli::parse();
     init_logging(matches!(cli.command, Command::Mcp(_)));
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `mcp` and `provide-mcp` relay one peer's messages to the hub and
+    // back, one after another: a single thread does that with no hand-off
+    // between threads (each one a futex wake and a context switch, which
+    // was most of a gateway call's cost), and leaves the cores to the hub.
+    // Their blocking work (the fence ledger's SQLite) has a thread of its
+    // own.
+    let mut builder = match cli.command {
+        Command::Mcp(_) | Command::ProvideMcp(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("switchboard: cannot start the async runtime: {error}");

@@ -340,3 +340,63 @@ async fn a_call_to_a_provider_that_died_fails_clearly() {
         .unwrap_err();
     assert!(error.to_string().contains("unknown tool"), "{error}");
 }
+
+/// MCP has no idempotency key: a plain call through the gateway carries
+/// none (a fresh one would fence nothing), and a client that wants the
+/// provider's fence gives its own in `_meta`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_key_in_meta_is_fenced_and_a_plain_call_is_not() {
+    let hub = HubProcess::start();
+    let _alpha = hub.provide_listed("alpha").await;
+    let gateway = hub.gateway().await;
+    gateway.wait_for_tool("alpha__counter").await;
+    let counter = hub.path("counter");
+    let count = || std::fs::read_to_string(&counter).unwrap_or_default();
+
+    let keyed = json!({"switchboard/callKey": "retry-1"});
+    let first = gateway
+        .call_with_meta("alpha__counter", json!({"path": counter}), keyed.clone())
+        .await
+        .unwrap();
+    let second = gateway
+        .call_with_meta("alpha__counter", json!({"path": counter}), keyed)
+        .await
+        .unwrap();
+    assert_eq!(first, second);
+    assert_eq!(count(), "1", "the same key ran twice");
+
+    gateway
+        .call("alpha__counter", json!({"path": counter}))
+        .await
+        .unwrap();
+    gateway
+        .call("alpha__counter", json!({"path": counter}))
+        .await
+        .unwrap();
+    assert_eq!(count(), "3", "plain calls are each their own");
+
+    // A key that is not a string, or breaks the token rule: refused,
+    // nothing runs.
+    let error = gateway
+        .call_with_meta(
+            "alpha__counter",
+            json!({"path": counter}),
+            json!({"switchboard/callKey": 7}),
+        )
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("must be a string"), "{error}");
+    let refused = gateway
+        .call_with_meta(
+            "alpha__counter",
+            json!({"path": counter}),
+            json!({"switchboard/callKey": "has space"}),
+        )
+        .await;
+    let text = match refused {
+        Ok(result) => text_of(&result),
+        Err(error) => error.to_string(),
+    };
+    assert!(text.contains("call_key"), "{text}");
+    assert_eq!(count(), "3");
+}

@@ -30,6 +30,7 @@ pub mod logging;
 mod progress;
 mod service;
 mod session;
+mod stdio;
 mod surface;
 mod tools;
 mod wire;
@@ -170,9 +171,7 @@ impl Gateway {
 /// Serves MCP on stdin/stdout until stdin closes.
 pub async fn run_gateway(options: GatewayOptions) -> Result<(), Error> {
     let gateway = Gateway::start(options).await;
-    let served = gateway
-        .serve(tokio::io::stdin(), tokio::io::stdout())
-        .await?;
+    let served = gateway.serve(stdio::stdin(), stdio::stdout()).await?;
     let outcome = served.waiting().await;
     gateway.close();
     outcome

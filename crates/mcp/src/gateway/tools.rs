@@ -13,6 +13,32 @@ use super::session::Session;
 use super::wire::TASK_META;
 use super::Gateway;
 
+/// The `_meta` member by which an MCP client gives a call its own
+/// `call_key` (MCP has no idempotency key of its own): the provider's fence
+/// then makes a retry with the same key return the first call's outcome,
+/// never a second run, across provider restarts.
+pub(crate) const CALL_KEY_META: &str = "switchboard/callKey";
+
+/// The call's `call_key`: the client's own (any string; the provider checks
+/// it against the token rule), else a fresh one for a task (the task's
+/// record then answers `outcome_unknown` after a provider restart, never
+/// "no such task"), else none. A fresh key on a plain call would fence
+/// nothing (no one else knows it, the gateway never retries) and would
+/// cost the provider's ledger two disk syncs per call.
+fn call_key_of(
+    context: &RequestContext<RoleServer>,
+    task: bool,
+) -> Result<Option<String>, ErrorData> {
+    match context.meta.0.get(CALL_KEY_META) {
+        Some(Value::String(key)) => Ok(Some(key.clone())),
+        Some(_) => Err(ErrorData::invalid_params(
+            format!("_meta.{CALL_KEY_META} must be a string"),
+            Some(json!({"code": "invalid_request", "field": "call_key", "reason": "not_a_string"})),
+        )),
+        None => Ok(task.then(|| fresh_call_key("mcp-"))),
+    }
+}
+
 pub(crate) fn request_id_text(id: &NumberOrString) -> String {
     match id {
         NumberOrString::Number(n) => n.to_string(),
@@ -120,9 +146,7 @@ impl Session {
                 None
             }
         };
-        // MCP has no idempotency key, so every call is its own (the fence
-        // still protects against hub-level duplicates).
-        let call_key = Some(fresh_call_key("mcp-"));
+        let call_key = call_key_of(&context, task.is_some())?;
         tokio::select! {
             answer = self.consumer.call_tool(&tool, arguments, call_key, task, &call) => {
                 answer_to_mcp(&tool, answer)

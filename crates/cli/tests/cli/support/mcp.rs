@@ -318,8 +318,21 @@ impl Gateway {
         name: &str,
         arguments: Value,
     ) -> Result<CallToolResult, rmcp::ServiceError> {
-        let params = CallToolRequestParams::new(name.to_owned())
-            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        self.call_with_meta(name, arguments, serde_json::json!({}))
+            .await
+    }
+
+    /// `tools/call` with a `_meta` of its own.
+    pub async fn call_with_meta(
+        &self,
+        name: &str,
+        arguments: Value,
+        meta: Value,
+    ) -> Result<CallToolResult, rmcp::ServiceError> {
+        let params: CallToolRequestParams = serde_json::from_value(serde_json::json!({
+            "name": name, "arguments": arguments, "_meta": meta,
+        }))
+        .unwrap();
         tokio::time::timeout(WAIT, self.service.peer().call_tool(params))
             .await
             .expect("no answer in time")
