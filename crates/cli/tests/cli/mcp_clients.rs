@@ -4,7 +4,8 @@
 //! `[modules.NAME] mcp = [...]` module (no grants in the config), and, on
 //! `switchboard mcp`, the official Python client (pip package `mcp`,
 //! `mcp/py/*.py`) or the official TypeScript SDK client
-//! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`). Each script runs
+//! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`), or the MCP
+//! Inspector's CLI (`@modelcontextprotocol/inspector`). Each script runs
 //! every check against the hub directory it is given, prints `FAILED:
 //! <check>: <why>` for each that fails, and exits 1 if any did; the test
 //! asserts it exited 0.
@@ -193,6 +194,138 @@ async fn the_typescript_client_uses_everything_hosted_by_provide_mcp() {
 async fn the_typescript_client_uses_everything_as_a_module() {
     let hub = Everything::module("modev").await;
     hub.run("node", "js/everything.mjs", "modev").await;
+}
+
+/// One run of the MCP Inspector's CLI (`mcp-inspector --cli`, npm package
+/// `@modelcontextprotocol/inspector`) on `switchboard mcp` for the hub in
+/// `dir`: its JSON answer. The Inspector starts the gateway itself, with
+/// only the environment MCP's SDK passes a server (so `--dir`).
+async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let bin = mcp_dir().join("js/node_modules/.bin/mcp-inspector");
+    assert!(
+        bin.exists(),
+        "the MCP Inspector is not installed: run .ci/run's install step \
+         `npm install --prefix crates/cli/tests/cli/mcp/js --ignore-scripts --no-audit --no-fund`"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(bin);
+    command
+        .arg("--cli")
+        .arg(switchboard_binary())
+        .args(["mcp", "--dir"])
+        .arg(dir)
+        .args(args)
+        // Its catalog of servers goes here, not to the user's home.
+        .env("MCP_CATALOG_PATH", home.path().join("mcp.json"))
+        .env("HOME", home.path())
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
+        .await
+        .expect("the Inspector finishes")
+        .expect("run the Inspector");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "mcp-inspector {args:?} failed ({}):\n{stdout}\n--- stderr ---\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(&stdout).unwrap_or_else(|error| {
+        panic!("mcp-inspector {args:?} printed no JSON ({error}): {stdout}")
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_cli_lists_calls_reads_and_gets_through_the_gateway() {
+    let hub = Everything::provided("everything").await;
+    let dir = hub.dir();
+
+    let tools = inspector(dir, &["--method", "tools/list"]).await;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"everything__echo"), "{names:?}");
+    assert!(
+        names.iter().all(|name| name.starts_with("everything__")),
+        "{names:?}"
+    );
+
+    let echo = ["--method", "tools/call", "--tool-name", "everything__echo"];
+    let answer = inspector(dir, &[&echo[..], &["--tool-arg", "message=hi"]].concat()).await;
+    assert_eq!(answer["content"][0]["text"], "Echo: hi", "{answer}");
+    // A client's own call key (`_meta`), as the Inspector sends tool
+    // metadata: the call goes through the provider's fence.
+    let keyed = [
+        &echo[..],
+        &[
+            "--tool-arg",
+            "message=fenced",
+            "--tool-metadata",
+            "switchboard/callKey=inspector-1",
+        ],
+    ]
+    .concat();
+    let first = inspector(dir, &keyed).await;
+    assert_eq!(first["content"][0]["text"], "Echo: fenced", "{first}");
+    assert_eq!(inspector(dir, &keyed).await, first);
+
+    let resources = inspector(dir, &["--method", "resources/list"]).await;
+    assert!(
+        !resources["resources"].as_array().unwrap().is_empty(),
+        "{resources}"
+    );
+    let templates = inspector(dir, &["--method", "resources/templates/list"]).await;
+    assert!(
+        templates["resourceTemplates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["uriTemplate"] == "demo://resource/dynamic/text/{resourceId}"),
+        "{templates}"
+    );
+    let read = [
+        "--method",
+        "resources/read",
+        "--uri",
+        "demo://resource/dynamic/text/7",
+    ];
+    let read = inspector(dir, &read).await;
+    let text = read["contents"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("Resource 7:"), "{read}");
+
+    let prompts = inspector(dir, &["--method", "prompts/list"]).await;
+    assert!(
+        prompts["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "everything__args-prompt"),
+        "{prompts}"
+    );
+    let get = [
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "everything__args-prompt",
+        "--prompt-args",
+        "city=Paris",
+    ];
+    let prompt = inspector(dir, &get).await;
+    let text = prompt["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Paris"), "{prompt}");
+
+    let level = inspector(
+        dir,
+        &["--method", "logging/setLevel", "--log-level", "debug"],
+    )
+    .await;
+    assert_eq!(level, serde_json::json!({}));
 }
 
 /// server-everything does not exit when its stdin closes: a `provide-mcp`
