@@ -5,7 +5,8 @@
 //! `switchboard mcp`, the official Python client (pip package `mcp`,
 //! `mcp/py/*.py`) or the official TypeScript SDK client
 //! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`), or the MCP
-//! Inspector's CLI (`@modelcontextprotocol/inspector`). Each script runs
+//! Inspector's CLI (`@modelcontextprotocol/inspector`), or Claude Code
+//! (`@anthropic-ai/claude-code`) with a scripted model. Each script runs
 //! every check against the hub directory it is given, prints `FAILED:
 //! <check>: <why>` for each that fails, and exits 1 if any did; the test
 //! asserts it exited 0.
@@ -21,6 +22,7 @@ use std::time::Duration;
 
 use switchboard_testkit::switchboard_binary;
 
+use crate::support::anthropic::ScriptedClaude;
 use crate::support::mcp::{provider_id, Process};
 use crate::support::modules::{toml_string, wait_gone, ModuleHub};
 use crate::support::HubProcess;
@@ -326,6 +328,74 @@ async fn the_mcp_inspector_cli_lists_calls_reads_and_gets_through_the_gateway() 
     )
     .await;
     assert_eq!(level, serde_json::json!({}));
+}
+
+/// Claude Code's native binary (npm `@anthropic-ai/claude-code`, pinned in
+/// `mcp/claude/`); fails, naming the install step, when it is missing.
+fn claude_code() -> PathBuf {
+    let bin = mcp_dir().join("claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+    assert!(
+        bin.exists(),
+        "Claude Code is not installed: run .ci/run's install step \
+         `npm install --prefix crates/cli/tests/cli/mcp/claude --ignore-scripts --no-audit --no-fund`"
+    );
+    bin
+}
+
+/// Claude Code, unmodified, as the MCP host of `switchboard mcp`: its model
+/// (a scripted Messages API on loopback) calls a tool of server-everything
+/// hosted on the hub, and the tool's answer comes back to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_a_hub_tool_through_the_gateway() {
+    let hub = Everything::provided("everything").await;
+    let tool = "mcp__sb__everything__echo";
+    let model = ScriptedClaude::start(tool).await;
+    let home = tempfile::tempdir().unwrap();
+    let config = serde_json::json!({"mcpServers": {"sb": {
+        "command": switchboard_binary(),
+        "args": ["mcp", "--dir", hub.dir()],
+    }}});
+    let mut command = tokio::process::Command::new(claude_code());
+    command
+        .args(["-p", "Echo a greeting through the hub's echo tool."])
+        .arg("--mcp-config")
+        .arg(config.to_string())
+        .args(["--strict-mcp-config", "--allowedTools", tool])
+        .args(["--output-format", "json"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_BASE_URL", model.url())
+        .env("ANTHROPIC_API_KEY", "scripted-model-key")
+        // Nothing but the scripted model: no update checks, no telemetry.
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .current_dir(home.path())
+        // With stdin open, `-p` waits for more prompt on it.
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
+        .await
+        .expect("Claude Code finishes")
+        .expect("run Claude Code");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "claude failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    let echoed = format!("Echo: {}", ScriptedClaude::ARGUMENT);
+    assert_eq!(
+        model.tool_results(),
+        vec![echoed.clone()],
+        "the tool's answer did not reach the model; requests: {}",
+        model.requests().len()
+    );
+    let answer: serde_json::Value = serde_json::from_str(&stdout)
+        .unwrap_or_else(|error| panic!("claude printed no JSON ({error}): {stdout}"));
+    assert_eq!(answer["result"], format!("done: {echoed}"), "{answer}");
 }
 
 /// server-everything does not exit when its stdin closes: a `provide-mcp`

@@ -2,23 +2,28 @@
 //! from `switchboard_testkit` (re-exported here); what is left is
 //! particular to this binary's tests:
 //!
+//! - [`anthropic`]: a scripted Anthropic Messages API, the model of a real
+//!   Claude Code;
 //! - [`browser`]: a headless chromium driven through the DevTools protocol;
 //! - [`callback`]: a hub client with a callback service, as a version-2
 //!   consumer has one;
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`fabric`]: a `nats-server` and hubs joined over it (federation);
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
+//! - [`http_request`]: reading a request on a scripted HTTP server;
 //! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client;
 //! - [`modules`]: a hub with `[modules.NAME]`, and what the module tests ask of it.
 //!
 //! The ACP tests' own setup (model server, editor, provider) is in
 //! `acp/support`.
 
+pub mod anthropic;
 pub mod browser;
 pub mod callback;
 pub mod commands;
 pub mod fabric;
 pub mod faults;
+pub mod http_request;
 pub mod mcp;
 pub mod modules;
 

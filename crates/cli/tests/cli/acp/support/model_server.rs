@@ -15,11 +15,12 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use std::sync::Mutex;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::WAIT;
+use crate::support::http_request::read_request;
 
 /// How long a hold point waits for its release before giving up (a test
 /// that forgets to release still ends).
@@ -245,36 +246,6 @@ fn step_index(body: &Value) -> usize {
             .filter(|m| m["role"] == "assistant")
             .count(),
         None => 0,
-    }
-}
-
-async fn read_request(stream: &mut TcpStream) -> Option<Vec<u8>> {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 8192];
-    loop {
-        let read = stream.read(&mut chunk).await.ok()?;
-        if read == 0 {
-            return None;
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut request = httparse::Request::new(&mut headers);
-        if let httparse::Status::Complete(head) = request.parse(&buffer).ok()? {
-            let length: usize = request
-                .headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
-                .and_then(|h| std::str::from_utf8(h.value).ok()?.trim().parse().ok())
-                .unwrap_or(0);
-            while buffer.len() < head + length {
-                let read = stream.read(&mut chunk).await.ok()?;
-                if read == 0 {
-                    return None;
-                }
-                buffer.extend_from_slice(&chunk[..read]);
-            }
-            return Some(buffer[head..head + length].to_vec());
-        }
     }
 }
 
