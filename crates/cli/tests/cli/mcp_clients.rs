@@ -4,7 +4,8 @@
 //! `[modules.NAME] mcp = [...]` module (no grants in the config), and, on
 //! `switchboard mcp`, the official Python client (pip package `mcp`,
 //! `mcp/py/*.py`) or the official TypeScript SDK client
-//! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`), or the MCP
+//! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`, and
+//! `mcp/js/tasks.mjs` with tasks declared), or the MCP
 //! Inspector's CLI (`@modelcontextprotocol/inspector`), or Claude Code
 //! (`@anthropic-ai/claude-code`) with a scripted model. Each script runs
 //! every check against the hub directory it is given, prints `FAILED:
@@ -196,6 +197,15 @@ async fn the_typescript_client_uses_everything_hosted_by_provide_mcp() {
 async fn the_typescript_client_uses_everything_as_a_module() {
     let hub = Everything::module("modev").await;
     hub.run("node", "js/everything.mjs", "modev").await;
+}
+
+/// Tasks with a client that declares them: the task-required tool listed,
+/// run as a task (created, polled, its result fetched), an unknown task id
+/// refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_runs_a_task_required_tool_as_a_task() {
+    let hub = Everything::provided("everything").await;
+    hub.run("node", "js/tasks.mjs", "everything").await;
 }
 
 /// One run of the MCP Inspector's CLI (`mcp-inspector --cli`, npm package
