@@ -7,7 +7,8 @@
 //! (`@modelcontextprotocol/sdk`, `mcp/js/everything.mjs`, and
 //! `mcp/js/tasks.mjs` with tasks declared), or the MCP
 //! Inspector's CLI (`@modelcontextprotocol/inspector`), or Claude Code
-//! (`@anthropic-ai/claude-code`) with a scripted model. Each script runs
+//! (`@anthropic-ai/claude-code`) or Codex (`@openai/codex`) with a scripted
+//! model. Each script runs
 //! every check against the hub directory it is given, prints `FAILED:
 //! <check>: <why>` for each that fails, and exits 1 if any did; the test
 //! asserts it exited 0.
@@ -26,6 +27,7 @@ use switchboard_testkit::switchboard_binary;
 use crate::support::anthropic::ScriptedClaude;
 use crate::support::mcp::{provider_id, Process};
 use crate::support::modules::{toml_string, wait_gone, ModuleHub};
+use crate::support::openai_responses::ScriptedResponses;
 use crate::support::HubProcess;
 
 /// How long one client script may run (its checks wait at most 60 s each).
@@ -199,6 +201,65 @@ async fn the_typescript_client_uses_everything_as_a_module() {
     hub.run("node", "js/everything.mjs", "modev").await;
 }
 
+/// Codex, unmodified, as the MCP host of `switchboard mcp`: its model (a
+/// scripted Responses API on loopback) calls a tool of server-everything
+/// hosted on the hub, and the tool's answer comes back to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_calls_a_hub_tool_through_the_gateway() {
+    let hub = Everything::provided("everything").await;
+    let model = ScriptedResponses::start("sb", "everything__echo").await;
+    let home = tempfile::tempdir().unwrap();
+    // `required`: Codex waits for the gateway before its first request (and
+    // fails if it cannot start) instead of asking the model without it.
+    // Analytics and plugins off: nothing but the scripted model is reached.
+    let config = format!(
+        "model = \"scripted-model\"\nmodel_provider = \"scripted\"\n\n\
+         [model_providers.scripted]\nname = \"scripted\"\nbase_url = {}\n\
+         wire_api = \"responses\"\nenv_key = \"SCRIPTED_MODEL_KEY\"\n\n\
+         [analytics]\nenabled = false\n\n[features]\nplugins = false\n\n\
+         [mcp_servers.sb]\ncommand = {}\nargs = [\"mcp\", \"--dir\", {}]\n\
+         required = true\nstartup_timeout_sec = 30\n",
+        toml_string(&model.url()),
+        toml_string(&switchboard_binary().to_string_lossy()),
+        toml_string(&hub.dir().to_string_lossy()),
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let codex = mcp_host(
+        "@openai/codex-linux-x64",
+        "vendor/x86_64-unknown-linux-musl/bin/codex",
+    );
+    let mut command = tokio::process::Command::new(codex);
+    command
+        .args(["exec", "--skip-git-repo-check", "Call the hub's echo tool."])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("CODEX_HOME", home.path())
+        .env("SCRIPTED_MODEL_KEY", "scripted")
+        .current_dir(home.path())
+        // `exec` appends what it reads on stdin to the prompt.
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
+        .await
+        .expect("Codex finishes")
+        .expect("run Codex");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "codex failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    let echoed = format!("Echo: {}", ScriptedResponses::ARGUMENT);
+    assert_eq!(
+        model.tool_outputs(),
+        vec![echoed.clone()],
+        "the tool's answer did not reach the model:\n{stdout}\n--- stderr ---\n{stderr}"
+    );
+    assert_eq!(stdout.trim(), format!("done: {echoed}"), "{stderr}");
+}
+
 /// Tasks with a client that declares them: the task-required tool listed,
 /// run as a task (created, polled, its result fetched), an unknown task id
 /// refused.
@@ -340,14 +401,18 @@ async fn the_mcp_inspector_cli_lists_calls_reads_and_gets_through_the_gateway() 
     assert_eq!(level, serde_json::json!({}));
 }
 
-/// Claude Code's native binary (npm `@anthropic-ai/claude-code`, pinned in
-/// `mcp/claude/`); fails, naming the install step, when it is missing.
-fn claude_code() -> PathBuf {
-    let bin = mcp_dir().join("claude/node_modules/@anthropic-ai/claude-code-linux-x64/claude");
+/// An MCP host's native binary, from its npm package pinned in
+/// `mcp/hosts/` (`package` is the per-platform package, `path` the binary
+/// in it); fails, naming the install step, when it is missing.
+fn mcp_host(package: &str, path: &str) -> PathBuf {
+    let bin = mcp_dir()
+        .join("hosts/node_modules")
+        .join(package)
+        .join(path);
     assert!(
         bin.exists(),
-        "Claude Code is not installed: run .ci/run's install step \
-         `npm install --prefix crates/cli/tests/cli/mcp/claude --ignore-scripts --no-audit --no-fund`"
+        "{package} is not installed: run .ci/run's install step \
+         `npm install --prefix crates/cli/tests/cli/mcp/hosts --ignore-scripts --no-audit --no-fund`"
     );
     bin
 }
@@ -365,7 +430,8 @@ async fn claude_code_calls_a_hub_tool_through_the_gateway() {
         "command": switchboard_binary(),
         "args": ["mcp", "--dir", hub.dir()],
     }}});
-    let mut command = tokio::process::Command::new(claude_code());
+    let claude = mcp_host("@anthropic-ai/claude-code-linux-x64", "claude");
+    let mut command = tokio::process::Command::new(claude);
     command
         .args(["-p", "Echo a greeting through the hub's echo tool."])
         .arg("--mcp-config")

@@ -13,6 +13,8 @@
 //! - [`http_request`]: reading a request on a scripted HTTP server;
 //! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client;
 //! - [`modules`]: a hub with `[modules.NAME]`, and what the module tests ask of it.
+//! - [`openai_responses`]: a scripted OpenAI Responses API, the model of a
+//!   real Codex;
 //!
 //! The ACP tests' own setup (model server, editor, provider) is in
 //! `acp/support`.
@@ -26,6 +28,7 @@ pub mod faults;
 pub mod http_request;
 pub mod mcp;
 pub mod modules;
+pub mod openai_responses;
 
 pub use commands::*;
 pub use switchboard_testkit::{metric_value, read_hub_json, HubProcess, LineClient, WAIT};
