@@ -113,9 +113,10 @@ impl HubArgs {
     }
 }
 
-/// The hub directory `--dir` (or the default rule) names, absolute.
+/// The hub directory `--dir` (or the default rule, as a client applies
+/// it: `client_hub_dir`) names, absolute. `serve` applies the rule itself.
 pub fn hub_dir(args: &DirArgs) -> PathBuf {
-    dir::hub_dir(args.dir.as_deref())
+    dir::client_hub_dir(args.dir.as_deref())
 }
 
 /// A token file's token: its text without surrounding white space.

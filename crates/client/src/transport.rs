@@ -38,9 +38,10 @@ pub enum Endpoint {
     },
 }
 
-/// Reads `hub.json` from a hub directory (`None`: the directory rule).
+/// Reads `hub.json` from a hub directory (`None`: the directory rule, as a
+/// client applies it: `client_hub_dir`).
 pub fn read_hub_info(dir: Option<&Path>) -> Result<HubInfo, Error> {
-    read_info_in(&switchboard_discovery::hub_dir(dir))
+    read_info_in(&switchboard_discovery::client_hub_dir(dir))
 }
 
 fn read_info_in(dir: &Path) -> Result<HubInfo, Error> {
@@ -63,7 +64,7 @@ pub(crate) enum Writer {
 pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<String>), Error> {
     match endpoint {
         Endpoint::Dir(dir) => {
-            let dir = switchboard_discovery::hub_dir(dir.as_deref());
+            let dir = switchboard_discovery::client_hub_dir(dir.as_deref());
             let info = read_info_in(&dir)?;
             let token = match crate::launch::init() {
                 Some(launch) if launch.is_for(&dir) => launch.secret().to_owned(),

@@ -58,6 +58,47 @@ pub fn hub_dir_in(
     PathBuf::from(format!("/tmp/switchboard-{uid}"))
 }
 
+/// The hub directory a *client* looks in: [`hub_dir`], except when neither
+/// `SWITCHBOARD_DIR` nor `XDG_RUNTIME_DIR` is set and no `--dir` given,
+/// no hub is in the rule's directory, but one is in the login session's
+/// runtime directory (`/run/user/<uid>/switchboard`): then that one.
+///
+/// Why: MCP hosts start their servers with a few variables only (Codex and
+/// hosts built on MCP's TypeScript SDK pass `HOME`, `PATH`, `USER` and the
+/// like, not `XDG_RUNTIME_DIR`), so `switchboard mcp` under them would look
+/// in `/tmp/switchboard-<uid>` while the user's hub, started in the session,
+/// is in `/run/user/<uid>/switchboard`. The hub itself keeps the rule.
+pub fn client_hub_dir(explicit: Option<&Path>) -> PathBuf {
+    let dir = client_hub_dir_in(
+        explicit,
+        |name| std::env::var_os(name),
+        current_uid(),
+        |dir| dir.join(INFO_FILE).exists(),
+    );
+    std::path::absolute(&dir).unwrap_or(dir)
+}
+
+/// [`client_hub_dir`] over values the caller supplies (`has_hub`: whether
+/// a directory holds a `hub.json`).
+pub fn client_hub_dir_in(
+    explicit: Option<&Path>,
+    env: impl Fn(&str) -> Option<OsString>,
+    uid: u32,
+    has_hub: impl Fn(&Path) -> bool,
+) -> PathBuf {
+    let set = |name: &str| env(name).is_some_and(|value| !value.is_empty());
+    let by_rule = hub_dir_in(explicit, &env, uid);
+    if explicit.is_some() || set("SWITCHBOARD_DIR") || set("XDG_RUNTIME_DIR") || has_hub(&by_rule) {
+        return by_rule;
+    }
+    let session = PathBuf::from(format!("/run/user/{uid}/switchboard"));
+    if has_hub(&session) {
+        session
+    } else {
+        by_rule
+    }
+}
+
 /// Reads `<dir>/hub.json`.
 pub fn read_info(dir: &Path) -> Result<HubInfo, DiscoveryError> {
     let path = dir.join(INFO_FILE);
@@ -105,6 +146,43 @@ mod tests {
         assert_eq!(
             hub_dir_in(None, empty, 7),
             PathBuf::from("/tmp/switchboard-7")
+        );
+    }
+
+    #[test]
+    fn a_client_without_the_variables_finds_the_sessions_hub() {
+        let none = |_: &str| None;
+        let session = Path::new("/run/user/7/switchboard");
+        let in_session = |dir: &Path| dir == session;
+        assert_eq!(
+            client_hub_dir_in(None, none, 7, in_session),
+            session.to_owned()
+        );
+        // A hub in the rule's own directory comes first.
+        let both = |dir: &Path| dir == session || dir == Path::new("/tmp/switchboard-7");
+        assert_eq!(
+            client_hub_dir_in(None, none, 7, both),
+            PathBuf::from("/tmp/switchboard-7")
+        );
+        // No hub anywhere: the rule (where a hub started later will be).
+        assert_eq!(
+            client_hub_dir_in(None, none, 7, |_| false),
+            PathBuf::from("/tmp/switchboard-7")
+        );
+        // A variable or --dir set: the rule, whatever the session holds.
+        let xdg = |name: &str| (name == "XDG_RUNTIME_DIR").then(|| OsString::from("/x/run"));
+        assert_eq!(
+            client_hub_dir_in(None, xdg, 7, in_session),
+            PathBuf::from("/x/run/switchboard")
+        );
+        let sb = |name: &str| (name == "SWITCHBOARD_DIR").then(|| OsString::from("/srv/sb"));
+        assert_eq!(
+            client_hub_dir_in(None, sb, 7, in_session),
+            PathBuf::from("/srv/sb")
+        );
+        assert_eq!(
+            client_hub_dir_in(Some(Path::new("/d")), none, 7, in_session),
+            PathBuf::from("/d")
         );
     }
 
