@@ -70,6 +70,26 @@ fn python_mcp_installed() {
     );
 }
 
+/// Runs `command` (stdin closed: `claude -p` waits for more prompt on an
+/// open one, `codex exec` appends it; killed if the test ends first), at most
+/// [`SCRIPT_WAIT`]; asserts it exited 0, showing its output otherwise, and
+/// returns its stdout and stderr.
+async fn succeeded(what: &str, mut command: tokio::process::Command) -> (String, String) {
+    command.stdin(Stdio::null()).kill_on_drop(true);
+    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish within {SCRIPT_WAIT:?}"))
+        .unwrap_or_else(|error| panic!("cannot run {what}: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        output.status.success(),
+        "{what} failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
+        output.status
+    );
+    (stdout, stderr)
+}
+
 /// A hub with server-everything on it under `namespace`.
 enum Everything {
     /// `switchboard provide-mcp --namespace NS -- node ... stdio` (stopped
@@ -147,23 +167,8 @@ impl Everything {
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("{program} {script:?} did not finish within {SCRIPT_WAIT:?}")
-            })
-            .unwrap_or_else(|error| panic!("cannot run {program}: {error}"));
-        let stdout = String::from_utf8_lossy(&output.stdout);
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(
-            output.status.success(),
-            "{program} {} failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
-            script.display(),
-            output.status
-        );
+            );
+        let (stdout, _) = succeeded(&format!("{program} {}", script.display()), command).await;
         assert!(stdout.contains("all checks passed"), "{stdout}");
     }
 }
@@ -236,21 +241,8 @@ async fn codex_calls_a_hub_tool_through_the_gateway() {
         .env("HOME", home.path())
         .env("CODEX_HOME", home.path())
         .env("SCRIPTED_MODEL_KEY", "scripted")
-        .current_dir(home.path())
-        // `exec` appends what it reads on stdin to the prompt.
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
-        .await
-        .expect("Codex finishes")
-        .expect("run Codex");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "codex failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
-        output.status
-    );
+        .current_dir(home.path());
+    let (stdout, stderr) = succeeded("codex", command).await;
     let echoed = format!("Echo: {}", ScriptedResponses::ARGUMENT);
     assert_eq!(
         model.tool_outputs(),
@@ -290,20 +282,8 @@ async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
         .args(args)
         // Its catalog of servers goes here, not to the user's home.
         .env("MCP_CATALOG_PATH", home.path().join("mcp.json"))
-        .env("HOME", home.path())
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
-        .await
-        .expect("the Inspector finishes")
-        .expect("run the Inspector");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "mcp-inspector {args:?} failed ({}):\n{stdout}\n--- stderr ---\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+        .env("HOME", home.path());
+    let (stdout, _) = succeeded("mcp-inspector", command).await;
     serde_json::from_str(&stdout).unwrap_or_else(|error| {
         panic!("mcp-inspector {args:?} printed no JSON ({error}): {stdout}")
     })
@@ -447,21 +427,8 @@ async fn claude_code_calls_a_hub_tool_through_the_gateway() {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_AUTOUPDATER", "1")
         .env("DISABLE_TELEMETRY", "1")
-        .current_dir(home.path())
-        // With stdin open, `-p` waits for more prompt on it.
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(SCRIPT_WAIT, command.output())
-        .await
-        .expect("Claude Code finishes")
-        .expect("run Claude Code");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "claude failed ({}):\n{stdout}\n--- stderr ---\n{stderr}",
-        output.status
-    );
+        .current_dir(home.path());
+    let (stdout, _) = succeeded("claude", command).await;
     let echoed = format!("Echo: {}", ScriptedClaude::ARGUMENT);
     assert_eq!(
         model.tool_results(),

@@ -15,8 +15,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use super::http_request::read_request;
-use super::WAIT;
+use super::http_request::read_json_request;
 
 pub struct ScriptedClaude {
     port: u16,
@@ -209,15 +208,7 @@ fn event_stream(blocks: &[Value], stop: &str) -> String {
 }
 
 async fn serve(mut stream: TcpStream, tool: String, requests: Arc<Mutex<Vec<Value>>>) {
-    let Ok(Some(body)) = tokio::time::timeout(WAIT, read_request(&mut stream)).await else {
-        return;
-    };
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        let _ = stream
-            .write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
+    let Some(body) = read_json_request(&mut stream).await else {
         return;
     };
     let (blocks, stop) = decide(&body, &tool);

@@ -20,7 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use super::WAIT;
-use crate::support::http_request::read_request;
+use crate::support::http_request::read_json_request;
 
 /// How long a hold point waits for its release before giving up (a test
 /// that forgets to release still ends).
@@ -260,19 +260,7 @@ fn chunk(delta: Value, finish: Option<&str>) -> String {
 }
 
 async fn serve(mut stream: TcpStream, state: Arc<State>) {
-    let Some(body) = tokio::time::timeout(WAIT, read_request(&mut stream))
-        .await
-        .ok()
-        .flatten()
-    else {
-        return;
-    };
-    let Ok(body) = serde_json::from_slice::<Value>(&body) else {
-        let _ = stream
-            .write_all(
-                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            )
-            .await;
+    let Some(body) = read_json_request(&mut stream).await else {
         return;
     };
     let prompt = last_user_text(&body).unwrap_or_default();
