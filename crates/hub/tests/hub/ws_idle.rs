@@ -53,6 +53,17 @@ impl RawWs {
         ws
     }
 
+    /// Connected and through `initialize`.
+    async fn initialized(hub: &TestHub) -> RawWs {
+        let mut ws = RawWs::connect(hub).await;
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"clientInfo": {"name": "raw"}}});
+        ws.write(&masked(1, initialize.to_string().as_bytes()))
+            .await;
+        assert!(ws.message().await["result"].is_object());
+        ws
+    }
+
     async fn fill(&mut self) {
         let mut buf = [0u8; 64 * 1024];
         let n = tokio::time::timeout(WAIT, self.stream.read(&mut buf))
@@ -148,12 +159,7 @@ async fn a_websocket_idle_after_a_large_message_loses_nothing_when_its_reader_is
     let hub = TestHub::start().await;
     let mut owner = hub.client("owner").await;
     let service = owner.register(json!({})).await;
-    let mut ws = RawWs::connect(&hub).await;
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"clientInfo": {"name": "raw"}}});
-    ws.write(&masked(1, initialize.to_string().as_bytes()))
-        .await;
-    assert!(ws.message().await["result"].is_object());
+    let mut ws = RawWs::initialized(&hub).await;
 
     // One 64 KiB message grows the reader's buffer past its first 8 KiB.
     let large = "x".repeat(64 * 1024);
@@ -210,12 +216,7 @@ async fn a_websocket_idle_after_a_large_message_loses_nothing_when_its_reader_is
 #[tokio::test]
 async fn a_websocket_closed_while_idle_without_a_reader_leaves_the_hub() {
     let hub = TestHub::start().await;
-    let mut ws = RawWs::connect(&hub).await;
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"clientInfo": {"name": "raw"}}});
-    ws.write(&masked(1, initialize.to_string().as_bytes()))
-        .await;
-    assert!(ws.message().await["result"].is_object());
+    let ws = RawWs::initialized(&hub).await;
     let connections = hub.metric("switchboard_connections");
     assert!(connections >= 1, "{}", hub.metrics());
 
