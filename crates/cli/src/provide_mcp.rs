@@ -1,9 +1,13 @@
-//! `switchboard provide-mcp`: publish a stdio MCP server's tools on the hub
-//! (logic in `switchboard-mcp`).
+//! `switchboard provide-mcp`: publish an MCP server's tools (a stdio child,
+//! or a remote server over Streamable HTTP) on the hub (logic in
+//! `switchboard-mcp`).
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use anyhow::Context;
+use switchboard_mcp::{McpServer, RemoteServer};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
@@ -16,22 +20,70 @@ pub struct ProvideMcpArgs {
     namespace: String,
     #[command(flatten)]
     hub: HubArgs,
+    /// A remote MCP server to publish instead of a command: its Streamable
+    /// HTTP URL (https://, or http:// on this machine).
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    mcp_url: Option<String>,
+    /// With --mcp-url: a header sent with every request, `NAME: VALUE`
+    /// (repeatable). A command line is visible to other users: put secrets
+    /// in --bearer-token-file or in SWITCHBOARD_MCP_HEADERS (a JSON object of
+    /// headers, as a module's `headers` are passed).
+    #[arg(long = "header", value_name = "NAME: VALUE", requires = "mcp_url")]
+    headers: Vec<String>,
+    /// With --mcp-url: send `Authorization: Bearer <the file's first line>`,
+    /// read again at every reconnect.
+    #[arg(long, value_name = "FILE", requires = "mcp_url")]
+    bearer_token_file: Option<PathBuf>,
     /// The MCP server to run, and its arguments (after `--`).
-    #[arg(required = true, last = true, value_name = "COMMAND")]
+    #[arg(
+        required_unless_present = "mcp_url",
+        last = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
+}
+
+/// The environment variable a module's `headers` reach `provide-mcp` by (a
+/// JSON object), out of its command line.
+const HEADERS_ENV: &str = "SWITCHBOARD_MCP_HEADERS";
+
+fn server(args: &ProvideMcpArgs) -> anyhow::Result<McpServer> {
+    let Some(url) = &args.mcp_url else {
+        let mut parts = args.command.iter().cloned();
+        let command = parts.next().context("no MCP server command after --")?;
+        return Ok(McpServer::Command {
+            command,
+            args: parts.collect(),
+        });
+    };
+    let mut headers = Vec::new();
+    if let Some(json) = std::env::var_os(HEADERS_ENV) {
+        let object: BTreeMap<String, String> = serde_json::from_slice(json.as_encoded_bytes())
+            .with_context(|| format!("{HEADERS_ENV} is not a JSON object of strings"))?;
+        headers.extend(object);
+    }
+    for header in &args.headers {
+        let (name, value) = header.split_once(':').with_context(|| {
+            let name = header.split(':').next().unwrap_or_default();
+            format!("--header {name:?}: write it as `NAME: VALUE`")
+        })?;
+        headers.push((name.trim().to_owned(), value.trim().to_owned()));
+    }
+    Ok(McpServer::Remote(RemoteServer::new(
+        url,
+        headers,
+        args.bearer_token_file.clone(),
+    )?))
 }
 
 pub async fn provide_mcp(args: ProvideMcpArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    let mut parts = args.command.into_iter();
-    let command = parts.next().context("no MCP server command after --")?;
     let options = switchboard_mcp::ProvideOptions {
+        server: server(&args)?,
         hub_dir: args.hub.hub_dir(),
         endpoint: args.hub.endpoint()?.0,
         namespace: args.namespace,
-        command,
-        args: parts.collect(),
     };
     let shutdown = CancellationToken::new();
     let stop = shutdown.clone();

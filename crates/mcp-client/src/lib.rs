@@ -20,6 +20,8 @@
 //!
 //! Layering: `supervise.rs` → `start.rs` → `connection.rs` (with `call.rs`,
 //! `request.rs`) → `bridge.rs` → `progress.rs`, `handler.rs`; never back.
+//! Both transports, `child.rs` (stdio) and `streamable.rs` (Streamable
+//! HTTP, as lines), hand rmcp lines through the same `tap.rs`.
 
 mod bridge;
 mod call;
@@ -30,6 +32,7 @@ mod progress;
 mod request;
 mod start;
 mod stderr;
+mod streamable;
 mod supervise;
 mod tap;
 pub mod upstream;
@@ -41,7 +44,7 @@ pub use progress::{ProgressSink, ProgressUpdate};
 pub use request::RequestError;
 pub use start::{start, StartError, StartOptions, Started};
 pub use supervise::{Backoff, Event, Restart, Supervised, SupervisedStart};
-pub use upstream::{Stderr, StopHook, Upstream};
+pub use upstream::{check_url, shown_url, Stderr, StopHook, Upstream, UrlError};
 
 #[cfg(test)]
 mod tests;

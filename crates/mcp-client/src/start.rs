@@ -4,8 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::ServiceExt;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -16,6 +14,7 @@ use crate::connection::Connection;
 use crate::handler::Handler;
 use crate::progress::ProgressRoutes;
 use crate::stderr::StderrTail;
+use crate::streamable::HttpTransport;
 use crate::tap::WireTap;
 use crate::upstream::{Http, Stderr, Stdio, StopHook, Transport, Upstream};
 
@@ -65,23 +64,17 @@ pub async fn start(
     handler: Arc<dyn Handler>,
 ) -> Result<Started, StartError> {
     let Upstream { label, transport } = upstream;
-    let tap = match &transport {
-        Transport::Stdio(_) => Some(Arc::new(WireTap::default())),
-        Transport::Http(_) => None,
-    };
+    let tap = Arc::new(WireTap::default());
     let bridge = Bridge {
         client_name: options.client_name.clone(),
         handler,
         routes: Arc::new(ProgressRoutes::default()),
         tools_changed: Arc::new(Notify::new()),
-        tap: tap.clone(),
+        tap: Some(tap.clone()),
     };
     let connection = match transport {
-        Transport::Stdio(stdio) => {
-            let tap = tap.unwrap_or_default();
-            start_stdio(label, stdio, bridge, tap, options).await?
-        }
-        Transport::Http(http) => start_http(label, http, bridge, options).await?,
+        Transport::Stdio(stdio) => start_stdio(label, stdio, bridge, tap, options).await?,
+        Transport::Http(http) => start_http(label, http, bridge, tap, options).await?,
     };
     match connection.list_tools(options.list_timeout).await {
         Ok(tools) => Ok(Started { connection, tools }),
@@ -151,6 +144,7 @@ async fn start_http(
     label: String,
     http: Http,
     bridge: Bridge,
+    tap: Arc<WireTap>,
     options: &StartOptions,
 ) -> Result<Connection, StartError> {
     let bound = options.initialize_timeout;
@@ -168,15 +162,16 @@ async fn start_http(
         .headers
         .iter()
         .filter_map(|(name, value)| {
+            let mut value = reqwest::header::HeaderValue::from_str(value).ok()?;
+            // Any value may be a secret: kept out of reqwest's debug output.
+            value.set_sensitive(true);
             Some((
                 reqwest::header::HeaderName::from_bytes(name.as_bytes()).ok()?,
-                reqwest::header::HeaderValue::from_str(value).ok()?,
+                value,
             ))
         })
         .collect();
-    let config =
-        StreamableHttpClientTransportConfig::with_uri(http.url.as_str()).custom_headers(headers);
-    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let transport = HttpTransport::connect(client, http.url, headers, tap);
     match tokio::time::timeout(bound, bridge.serve(transport)).await {
         Ok(Ok(running)) => Ok(Connection::open(label, running, None, None)),
         Ok(Err(error)) => Err(StartError::Handshake {

@@ -102,11 +102,101 @@ impl Upstream {
     }
 }
 
+/// Why a remote server's URL is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// The text itself is left out: it may hold a secret.
+    #[error("the MCP server's URL is not a URL: {reason}")]
+    NotAUrl { reason: String },
+    #[error("{url:?}: an MCP server's URL begins with https:// (or http:// on this machine)")]
+    Scheme { url: String },
+    #[error(
+        "{url} is not on this machine: use https:// (a plain http:// URL would send its requests, tokens included, unencrypted)"
+    )]
+    PlainHttpRemote { url: String },
+}
+
+/// Checks the URL of a server reached over Streamable HTTP: `https://`
+/// anywhere, `http://` only to this machine (loopback), so that a header
+/// or bearer token never crosses a network in the clear.
+pub fn check_url(text: &str) -> Result<url::Url, UrlError> {
+    let url = url::Url::parse(text).map_err(|error| UrlError::NotAUrl {
+        reason: error.to_string(),
+    })?;
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if is_loopback(&url) => Ok(url),
+        "http" => Err(UrlError::PlainHttpRemote {
+            url: shown_url(&url),
+        }),
+        _ => Err(UrlError::Scheme {
+            url: shown_url(&url),
+        }),
+    }
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    }
+}
+
+/// `url` as messages and labels show it: without user info, query or
+/// fragment, where a secret may be.
+pub fn shown_url(url: &url::Url) -> String {
+    let mut shown = url.clone();
+    let _ = shown.set_username("");
+    let _ = shown.set_password(None);
+    shown.set_query(None);
+    shown.set_fragment(None);
+    shown.to_string()
+}
+
 impl fmt::Debug for Upstream {
     /// The label only: environment values and headers are where tokens go.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Upstream")
             .field("label", &self.label)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn https_anywhere_plain_http_only_on_loopback() {
+        assert!(check_url("https://mcp.example.com/mcp").is_ok());
+        assert!(check_url("http://127.0.0.1:8080/mcp").is_ok());
+        assert!(check_url("http://localhost/mcp").is_ok());
+        assert!(check_url("http://[::1]:9/mcp").is_ok());
+        assert!(matches!(
+            check_url("http://mcp.example.com/mcp"),
+            Err(UrlError::PlainHttpRemote { .. })
+        ));
+        assert!(matches!(
+            check_url("http://10.0.0.1/mcp"),
+            Err(UrlError::PlainHttpRemote { .. })
+        ));
+        assert!(matches!(
+            check_url("ftp://localhost/x"),
+            Err(UrlError::Scheme { .. })
+        ));
+        assert!(matches!(
+            check_url("mcp.example.com"),
+            Err(UrlError::NotAUrl { .. })
+        ));
+    }
+
+    #[test]
+    fn a_shown_url_leaves_out_credentials_and_query() {
+        let url = check_url("https://user:secret@mcp.example.com/mcp?key=secret#x").unwrap();
+        assert_eq!(shown_url(&url), "https://mcp.example.com/mcp");
+        let error = check_url("http://u:secret@example.com/?t=secret").unwrap_err();
+        assert!(!error.to_string().contains("secret"), "{error}");
     }
 }

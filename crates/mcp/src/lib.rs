@@ -15,7 +15,7 @@ pub mod provide;
 
 pub use gateway::logging::GatewayLogFilter;
 pub use gateway::{run_gateway, Gateway, GatewayOptions, ServedSession};
-pub use provide::{ledger_path, run_provider, ProvideOptions, RelayStats};
+pub use provide::{ledger_path, run_provider, McpServer, ProvideOptions, RelayStats, RemoteServer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -27,4 +27,7 @@ pub enum Error {
     Hub(#[from] switchboard_client::Error),
     #[error("MCP on stdio: {0}")]
     Stdio(String),
+    /// What the user asked for cannot be done as given.
+    #[error("{0}")]
+    Options(String),
 }

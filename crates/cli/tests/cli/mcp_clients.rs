@@ -97,6 +97,10 @@ enum Everything {
     Provided { _provider: Process, hub: HubProcess },
     /// `[modules.NS] mcp = ["node", ..., "stdio"]` in the hub's config.
     Module(ModuleHub),
+    /// server-everything in its Streamable HTTP mode on loopback, and
+    /// `[modules.NS] mcp_url = "http://127.0.0.1:PORT/mcp"` (the hub is
+    /// dropped, and the module stopped, before the server).
+    Remote { hub: ModuleHub, _server: Process },
 }
 
 impl Everything {
@@ -136,10 +140,45 @@ impl Everything {
         everything
     }
 
+    async fn remote(namespace: &str) -> Everything {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            probe.local_addr().unwrap().port()
+        };
+        let server = std::process::Command::new("node")
+            .arg(everything_server())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start server-everything streamableHttp");
+        let server = Process::from(server);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "server-everything did not listen on port {port} within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let config = format!("[modules.{namespace}]\nmcp_url = \"http://127.0.0.1:{port}/mcp\"\n");
+        let everything = Everything::Remote {
+            hub: ModuleHub::start(&config),
+            _server: server,
+        };
+        everything.listed(namespace).await;
+        everything
+    }
+
     fn dir(&self) -> &Path {
         match self {
             Everything::Provided { hub, .. } => hub.dir(),
-            Everything::Module(hub) => hub.dir(),
+            Everything::Module(hub) | Everything::Remote { hub, .. } => hub.dir(),
         }
     }
 
@@ -147,7 +186,7 @@ impl Everything {
     async fn listed(&self, namespace: &str) {
         let client = match self {
             Everything::Provided { hub, .. } => hub.client("watcher").await,
-            Everything::Module(hub) => hub.client().await,
+            Everything::Module(hub) | Everything::Remote { hub, .. } => hub.client().await,
         };
         provider_id(&client, namespace).await;
         client.close();
@@ -198,6 +237,24 @@ async fn two_python_clients_each_answer_only_their_own_sampling() {
 async fn the_typescript_client_uses_everything_hosted_by_provide_mcp() {
     let hub = Everything::provided("everything").await;
     hub.run("node", "js/everything.mjs", "everything").await;
+}
+
+/// server-everything as a remote server (its Streamable HTTP mode),
+/// hosted through `mcp_url`: tools, resources, prompts, elicitation and
+/// sampling reach the TypeScript client as from a stdio server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_uses_everything_over_streamable_http_as_a_module() {
+    let hub = Everything::remote("remev").await;
+    hub.run("node", "js/everything.mjs", "remev").await;
+}
+
+/// A task through a remote server: the task-required tool (its
+/// `execution`, which rmcp's own HTTP client would drop) listed only to the
+/// client that declared tasks, and run as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_client_runs_a_task_on_everything_over_streamable_http() {
+    let hub = Everything::remote("remev").await;
+    hub.run("node", "js/tasks.mjs", "remev").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

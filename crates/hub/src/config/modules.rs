@@ -10,6 +10,11 @@
 //!
 //! [modules.fs]                       # short form: provide-mcp --namespace fs -- …
 //! mcp = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "~/notes"]
+//!
+//! [modules.docs]                     # a remote MCP server: provide-mcp --mcp-url …
+//! mcp_url = "https://mcp.example.com/mcp"
+//! headers = { "X-Team" = "infra" }   # passed in the environment, not the command line
+//! bearer_token_file = "~/.config/docs-token"
 //! ```
 
 use std::collections::BTreeMap;
@@ -86,6 +91,9 @@ pub struct ModuleSection {
     #[serde(default)]
     args: Vec<String>,
     mcp: Option<Spanned<Vec<String>>>,
+    mcp_url: Option<Spanned<String>>,
+    headers: Option<Spanned<BTreeMap<String, String>>>,
+    bearer_token_file: Option<Spanned<String>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -122,8 +130,27 @@ pub fn resolve(
         };
         check_name(&name).map_err(|problem| error(header_line, problem))?;
         let expand = |arg: &str| expand_home(arg, home);
-        let (program, args) = match (section.command, section.mcp) {
-            (Some(command), None) => {
+        let mut env: Vec<(String, String)> = section.env.into_iter().collect();
+        let remote_only = [
+            section
+                .headers
+                .as_ref()
+                .map(|h| ("headers", h.span().start)),
+            section
+                .bearer_token_file
+                .as_ref()
+                .map(|f| ("bearer_token_file", f.span().start)),
+        ];
+        if section.mcp_url.is_none() {
+            if let Some((key, at)) = remote_only.into_iter().flatten().next() {
+                return Err(error(
+                    line_of(text, at),
+                    format!("{key} goes with mcp_url (a remote MCP server)"),
+                ));
+            }
+        }
+        let (program, args) = match (section.command, section.mcp, section.mcp_url) {
+            (Some(command), None, None) => {
                 let line = line_of(text, command.span().start);
                 let command = command.into_inner();
                 if command.trim().is_empty() {
@@ -133,7 +160,7 @@ pub fn resolve(
                 let args = section.args.iter().map(|a| expand(a).into()).collect();
                 (Program::Command(program), args)
             }
-            (None, Some(mcp)) => {
+            (None, Some(mcp), None) => {
                 let line = line_of(text, mcp.span().start);
                 let mcp = mcp.into_inner();
                 if mcp.first().is_none_or(|c| c.trim().is_empty()) {
@@ -149,24 +176,63 @@ pub fn resolve(
                             .into(),
                     ));
                 }
-                let mut args: Vec<OsString> = ["provide-mcp", "--namespace", &name, "--"]
-                    .into_iter()
-                    .map(OsString::from)
-                    .collect();
+                let mut args = provide_mcp_args(&name);
+                args.push("--".into());
                 args.extend(mcp.iter().map(|a| OsString::from(expand(a))));
                 (Program::Switchboard, args)
             }
-            (Some(command), Some(_)) => {
-                return Err(error(
-                    line_of(text, command.span().start),
-                    "give either command (with args) or mcp, not both".into(),
-                ))
+            (None, None, Some(url)) => {
+                let line = line_of(text, url.span().start);
+                let url = url.into_inner();
+                // The whole check (https, or http on loopback) is
+                // provide-mcp's, where a URL given by hand is checked too.
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(error(
+                        line,
+                        "mcp_url is the remote MCP server's URL: https://… (or http:// on this machine)"
+                            .into(),
+                    ));
+                }
+                if !section.args.is_empty() {
+                    return Err(error(
+                        line,
+                        "args goes with command, not with mcp_url".into(),
+                    ));
+                }
+                let mut args = provide_mcp_args(&name);
+                args.extend(["--mcp-url".into(), url.into()]);
+                if let Some(file) = section.bearer_token_file {
+                    let file = base.join(expand(file.get_ref()));
+                    args.extend(["--bearer-token-file".into(), file.into_os_string()]);
+                }
+                if let Some(headers) = section.headers {
+                    // Out of the command line, which other users can read.
+                    let headers =
+                        serde_json::to_string(headers.get_ref()).expect("a map of strings is JSON");
+                    env.push((MCP_HEADERS_ENV.into(), headers));
+                }
+                (Program::Switchboard, args)
             }
-            (None, None) => {
+            (None, None, None) => {
                 return Err(error(
                     header_line,
-                    "no command: give command (with args) or mcp".into(),
+                    "no command: give command (with args), mcp or mcp_url".into(),
                 ))
+            }
+            (command, mcp, url) => {
+                let at = [
+                    command.map(|c| c.span().start),
+                    mcp.map(|m| m.span().start),
+                    url.map(|u| u.span().start),
+                ]
+                .into_iter()
+                .flatten()
+                .max()
+                .unwrap_or_default();
+                return Err(error(
+                    line_of(text, at),
+                    "give one of command (with args), mcp or mcp_url".into(),
+                ));
             }
         };
         let log_max_bytes = match section.log_max_bytes {
@@ -186,12 +252,25 @@ pub fn resolve(
             name,
             program,
             args,
-            env: section.env.into_iter().collect(),
+            env,
             restart: section.restart,
             log_max_bytes,
         });
     }
     Ok(specs)
+}
+
+/// The variable a module's `headers` reach `provide-mcp` by, as a JSON
+/// object (its own `--header` would put them on the command line).
+pub const MCP_HEADERS_ENV: &str = "SWITCHBOARD_MCP_HEADERS";
+
+/// `switchboard provide-mcp --namespace NAME`, the start of both MCP short
+/// forms.
+fn provide_mcp_args(name: &str) -> Vec<OsString> {
+    ["provide-mcp", "--namespace", name]
+        .into_iter()
+        .map(OsString::from)
+        .collect()
 }
 
 /// A module name becomes a principal (`reserved{module_id}`), a file name
@@ -299,6 +378,30 @@ mcp = ["npx", "-y", "server", "~/notes"]
     }
 
     #[test]
+    fn the_remote_short_form_keeps_headers_out_of_the_command_line() {
+        let specs = parse(
+            r#"
+[modules.docs]
+mcp_url = "https://mcp.example.com/mcp"
+headers = { "X-Api-Key" = "secret" }
+bearer_token_file = "tokens/docs"
+"#,
+        )
+        .unwrap();
+        let docs = &specs[0];
+        assert_eq!(docs.program, Program::Switchboard);
+        assert_eq!(
+            docs.command_line(),
+            "switchboard provide-mcp --namespace docs --mcp-url https://mcp.example.com/mcp \
+             --bearer-token-file /etc/sb/tokens/docs"
+        );
+        assert_eq!(
+            docs.env,
+            vec![(MCP_HEADERS_ENV.into(), r#"{"X-Api-Key":"secret"}"#.into())]
+        );
+    }
+
+    #[test]
     fn relative_commands_are_relative_to_the_config() {
         let specs = parse(
             "[modules.a]\ncommand = \"bin/tool\"\n[modules.b]\ncommand = \"/usr/bin/tool\"\n",
@@ -327,7 +430,18 @@ mcp = ["npx", "-y", "server", "~/notes"]
 
         let error = parse("[modules.x]\nmcp = [\"a\"]\ncommand = \"b\"\n").unwrap_err();
         assert_eq!(error.line, 3);
-        assert!(error.problem.contains("not both"), "{error:?}");
+        assert!(error.problem.contains("one of command"), "{error:?}");
+
+        let error = parse("[modules.x]\nmcp_url = \"ftp://h/\"\n").unwrap_err();
+        assert_eq!(error.line, 2);
+        assert!(error.problem.contains("https://"), "{error:?}");
+
+        let error = parse("[modules.x]\nmcp = [\"a\"]\nheaders = {}\n").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(
+            error.problem.contains("headers goes with mcp_url"),
+            "{error:?}"
+        );
 
         let error = parse("[modules.\"../x\"]\ncommand = \"b\"\n").unwrap_err();
         assert_eq!(error.line, 1);

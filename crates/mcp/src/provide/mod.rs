@@ -1,4 +1,5 @@
-//! `switchboard provide-mcp`: a stdio MCP server, supervised, published on
+//! `switchboard provide-mcp`: an MCP server (a child on stdio, or a remote
+//! one over Streamable HTTP), supervised, published on
 //! the hub as a version-2 tool provider (so the fence and pins apply to its
 //! tools, and the rest of its surface reaches the hub's callers:
 //! `docs/reference/tool-calls.md` section 9).
@@ -34,7 +35,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_client::{CatalogEvent, Client, ConnectOptions, Endpoint};
 use switchboard_mcp_client::{
-    Backoff, Event, ListKind, Restart, StartOptions, Supervised, SupervisedStart, Upstream,
+    check_url, shown_url, Backoff, Event, ListKind, Restart, StartOptions, Supervised,
+    SupervisedStart, Upstream,
 };
 use switchboard_tools::{
     check_tool_spec, keep_connected, validate_namespace, ListRevision, Provider, ToolHandler,
@@ -62,8 +64,103 @@ pub struct ProvideOptions {
     /// Where the hub is (its directory, or a URL and a named principal's token).
     pub endpoint: Endpoint,
     pub namespace: String,
-    pub command: OsString,
-    pub args: Vec<OsString>,
+    pub server: McpServer,
+}
+
+/// The MCP server a provider publishes.
+#[derive(Debug, Clone)]
+pub enum McpServer {
+    /// A child process speaking MCP on its stdin and stdout.
+    Command {
+        command: OsString,
+        args: Vec<OsString>,
+    },
+    /// A server reached over Streamable HTTP.
+    Remote(RemoteServer),
+}
+
+/// A server reached over Streamable HTTP, and what each request carries.
+#[derive(Clone)]
+pub struct RemoteServer {
+    url: url::Url,
+    /// Sent with every request.
+    headers: Vec<(String, String)>,
+    /// Read at every (re)start, so that a rotated token is picked up: its
+    /// first line is sent as `Authorization: Bearer <token>`.
+    bearer_token_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for RemoteServer {
+    /// The URL as shown and the header names: values are where tokens go.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteServer")
+            .field("url", &shown_url(&self.url))
+            .field(
+                "headers",
+                &self
+                    .headers
+                    .iter()
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>(),
+            )
+            .field("bearer_token_file", &self.bearer_token_file)
+            .finish()
+    }
+}
+
+impl RemoteServer {
+    /// Checks the URL ([`switchboard_mcp_client::check_url`]) and each
+    /// header (a name and value an HTTP request can carry; errors name the
+    /// header, never its value).
+    pub fn new(
+        url: &str,
+        headers: Vec<(String, String)>,
+        bearer_token_file: Option<PathBuf>,
+    ) -> Result<RemoteServer, Error> {
+        let url = check_url(url).map_err(|error| Error::Options(error.to_string()))?;
+        for (name, value) in &headers {
+            let name_ok = !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !name_ok {
+                return Err(Error::Options(format!(
+                    "{name:?} is not an HTTP header name"
+                )));
+            }
+            if value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
+                return Err(Error::Options(format!(
+                    "the value of the header {name:?} has a control character"
+                )));
+            }
+        }
+        Ok(RemoteServer {
+            url,
+            headers,
+            bearer_token_file,
+        })
+    }
+
+    /// The bearer token from [`RemoteServer::bearer_token_file`], if one is
+    /// given: its first line, trimmed, not empty.
+    fn bearer_token(&self) -> Result<Option<String>, Error> {
+        let Some(path) = &self.bearer_token_file else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            Error::Options(format!(
+                "cannot read the bearer token file {}: {error}",
+                path.display()
+            ))
+        })?;
+        match text.lines().next().map(str::trim) {
+            Some(token) if !token.is_empty() => Ok(Some(token.to_owned())),
+            _ => Err(Error::Options(format!(
+                "the bearer token file {} is empty",
+                path.display()
+            ))),
+        }
+    }
 }
 
 /// Where the fence ledger of `namespace` lives under a hub directory.
@@ -80,9 +177,14 @@ pub async fn run_provider(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     validate_namespace(&options.namespace)?;
+    // A token file that cannot be read is the user's to fix: said at once,
+    // not after a start that the server refuses.
+    if let McpServer::Remote(remote) = &options.server {
+        remote.bearer_token()?;
+    }
     let child = {
-        let options = options.clone();
-        move || upstream(&options)
+        let server = options.server.clone();
+        move || upstream(&server)
     };
     let start = StartOptions {
         client_name: "switchboard provide-mcp".into(),
@@ -161,10 +263,7 @@ async fn register(
         .tools(tool_specs(tools, tool_handler))
         .capabilities(capabilities)
         .surface(Arc::new(Surface(relay.clone())))
-        .metadata(
-            "command",
-            Value::String(options.command.to_string_lossy().into_owned()),
-        )
+        .metadata("command", Value::String(server_metadata(&options.server)))
         .register(&client)
         .await?;
     Ok((client, provider))
@@ -219,19 +318,50 @@ async fn watch_callback_services(client: Client, relay: Arc<Relay>) {
     }
 }
 
-/// The child, started again on each restart; its stderr is this process's.
-fn upstream(options: &ProvideOptions) -> Upstream {
-    let mut command = tokio::process::Command::new(&options.command);
-    command.args(&options.args);
-    Upstream::stdio(
-        format!("the MCP server `{}`", command_line(options)),
-        command,
-    )
+/// The server, started (or connected to) again on each restart; a child's
+/// stderr is this process's.
+fn upstream(server: &McpServer) -> Upstream {
+    match server {
+        McpServer::Command { command, args } => {
+            let mut process = tokio::process::Command::new(command);
+            process.args(args);
+            Upstream::stdio(
+                format!("the MCP server `{}`", command_line(command, args)),
+                process,
+            )
+        }
+        McpServer::Remote(remote) => {
+            let mut headers = remote.headers.clone();
+            match remote.bearer_token() {
+                Ok(Some(token)) => {
+                    headers.push(("Authorization".into(), format!("Bearer {token}")))
+                }
+                Ok(None) => {}
+                // Gone since the first start: the server will refuse, and
+                // the supervisor tries again after its backoff.
+                Err(error) => tracing::warn!(%error, "connecting without a bearer token"),
+            }
+            Upstream::http(
+                format!("the MCP server at {}", shown_url(&remote.url)),
+                remote.url.as_str(),
+            )
+            .headers(headers)
+        }
+    }
 }
 
-fn command_line(options: &ProvideOptions) -> String {
-    std::iter::once(&options.command)
-        .chain(&options.args)
+/// What the provider's `command` metadata says the server is: the command
+/// line, or the URL as shown.
+fn server_metadata(server: &McpServer) -> String {
+    match server {
+        McpServer::Command { command, .. } => command.to_string_lossy().into_owned(),
+        McpServer::Remote(remote) => shown_url(&remote.url),
+    }
+}
+
+fn command_line(command: &OsString, args: &[OsString]) -> String {
+    std::iter::once(command)
+        .chain(args)
         .map(|part| part.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ")

@@ -8,6 +8,7 @@ use agent_client_protocol::ErrorCode;
 use serde_json::{json, Value};
 
 use crate::acp::support::*;
+use crate::support::http_mcp::HttpMcpServer;
 
 /// The function names a model request offered.
 fn offered(request: &Value) -> Vec<String> {
@@ -275,7 +276,7 @@ async fn an_http_server_is_reached_with_its_headers() {
     let editor = h.editor().await;
     let caps = &editor.init.agent_capabilities.mcp_capabilities;
     assert!(caps.http, "mcpCapabilities.http is advertised");
-    let server = http_mcp::HttpMcpServer::start("x-test-token").await;
+    let server = HttpMcpServer::start().await;
     let answer = editor
         .new_session_with_servers(
             &h.workdir,
@@ -298,7 +299,7 @@ async fn an_http_server_is_reached_with_its_headers() {
     let call = &tool_calls(&editor.updates(&session))[0];
     assert_eq!(call.statuses.last(), Some(&ToolCallStatus::Completed));
     assert_eq!(call.text, "QUIET");
-    let seen = server.seen();
+    let seen = server.seen("x-test-token");
     assert!(!seen.is_empty());
     assert!(
         seen.iter().all(|value| value.as_deref() == Some("t0ken")),

@@ -10,6 +10,8 @@
 //! - [`commands`]: `switchboard` commands run as processes;
 //! - [`fabric`]: a `nats-server` and hubs joined over it (federation);
 //! - [`faults`]: `hub-fault-client` processes the fault tests SIGKILL;
+//! - [`http_mcp`]: a Streamable HTTP MCP server (rmcp's) that records
+//!   the headers it is sent;
 //! - [`http_request`]: reading a request on a scripted HTTP server;
 //! - [`mcp`]: `provide-mcp` and `mcp` processes and the official MCP client;
 //! - [`modules`]: a hub with `[modules.NAME]`, and what the module tests ask of it.
@@ -25,6 +27,7 @@ pub mod callback;
 pub mod commands;
 pub mod fabric;
 pub mod faults;
+pub mod http_mcp;
 pub mod http_request;
 pub mod mcp;
 pub mod modules;

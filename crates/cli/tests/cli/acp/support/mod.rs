@@ -8,7 +8,6 @@
 
 pub mod client_side;
 pub mod editor;
-pub mod http_mcp;
 pub mod model_server;
 pub mod provider;
 

@@ -1,6 +1,7 @@
 //! A streamable-HTTP MCP server on loopback, on the official `rmcp` server
 //! (`StreamableHttpService`) behind hyper: one tool, `shout {text}`, and a
-//! record of the headers every request carried.
+//! record of the headers every request carried. The ACP front's session
+//! servers and `[modules.NAME] mcp_url` modules reach it.
 
 use std::sync::{Arc, Mutex};
 
@@ -56,14 +57,20 @@ impl ServerHandler for Shouter {
 
 pub struct HttpMcpServer {
     pub url: String,
-    /// The value of `header` on every request, in arrival order.
-    seen: Arc<Mutex<Vec<Option<String>>>>,
-    _accept: super::editor::AbortOnDrop<()>,
+    /// The headers of every request, in arrival order.
+    seen: Arc<Mutex<Vec<hyper::HeaderMap>>>,
+    accept: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpMcpServer {
+    fn drop(&mut self) {
+        self.accept.abort();
+    }
 }
 
 impl HttpMcpServer {
-    /// Serves on 127.0.0.1:0, recording header `header`.
-    pub async fn start(header: &'static str) -> HttpMcpServer {
+    /// Serves on 127.0.0.1:0.
+    pub async fn start() -> HttpMcpServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let service = StreamableHttpService::new(
@@ -71,7 +78,7 @@ impl HttpMcpServer {
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default(),
         );
-        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let seen: Arc<Mutex<Vec<hyper::HeaderMap>>> = Arc::default();
         let recorded = seen.clone();
         let accept = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
@@ -79,13 +86,7 @@ impl HttpMcpServer {
                 let recorded = recorded.clone();
                 let handler = hyper::service::service_fn(
                     move |request: hyper::Request<hyper::body::Incoming>| {
-                        recorded.lock().unwrap().push(
-                            request
-                                .headers()
-                                .get(header)
-                                .and_then(|value| value.to_str().ok())
-                                .map(str::to_owned),
-                        );
+                        recorded.lock().unwrap().push(request.headers().clone());
                         let service = TowerToHyperService::new(service.clone());
                         hyper::service::Service::call(&service, request)
                     },
@@ -97,14 +98,19 @@ impl HttpMcpServer {
                 });
             }
         });
-        HttpMcpServer {
-            url,
-            seen,
-            _accept: super::editor::AbortOnDrop(accept),
-        }
+        HttpMcpServer { url, seen, accept }
     }
 
-    pub fn seen(&self) -> Vec<Option<String>> {
-        self.seen.lock().unwrap().clone()
+    /// The value of `header` on every request so far, in arrival order.
+    pub fn seen(&self, header: &str) -> Vec<Option<String>> {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|headers| {
+                let value = headers.get(header)?.to_str().ok()?;
+                Some(value.to_owned())
+            })
+            .collect()
     }
 }
