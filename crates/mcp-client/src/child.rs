@@ -10,12 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::tap::{TapRead, WireTap};
+use crate::tap::{TappedWire, WireTap};
 
 /// How long a child may take to exit after each step of its shutdown.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
@@ -23,8 +22,7 @@ const EXIT_WAIT: Duration = Duration::from_secs(3);
 pub(crate) struct ChildTransport {
     /// `None` once it has exited or been killed.
     child: Option<Child>,
-    wire: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChildStdin>,
-    tap: Arc<WireTap>,
+    wire: TappedWire<ChildStdout, ChildStdin>,
 }
 
 impl ChildTransport {
@@ -75,12 +73,10 @@ impl ChildTransport {
             return Err(std::io::Error::other("the child's stdio is not piped"));
         };
         let stderr = child.stderr.take();
-        let wire = AsyncRwTransport::new(TapRead::new(stdout, tap.clone()), stdin);
         Ok((
             ChildTransport {
                 child: Some(child),
-                wire,
-                tap,
+                wire: TappedWire::new(stdout, stdin, tap),
             },
             stderr,
         ))
@@ -128,8 +124,6 @@ impl Transport<RoleClient> for ChildTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Before the write: an answer cannot come before the tap knows.
-        self.tap.outgoing(&item);
         self.wire.send(item)
     }
 

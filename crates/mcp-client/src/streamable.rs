@@ -30,7 +30,6 @@ use futures_util::StreamExt;
 use parking_lot::Mutex;
 use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use serde::Deserialize;
@@ -41,7 +40,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
 
-use crate::tap::{TapRead, WireTap};
+use crate::tap::{TappedWire, WireTap};
 
 /// The longest message, either way (rmcp's stdio bound).
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -58,8 +57,7 @@ const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 pub(crate) struct HttpTransport {
-    wire: AsyncRwTransport<RoleClient, TapRead<ReadHalf<DuplexStream>>, WriteHalf<DuplexStream>>,
-    tap: Arc<WireTap>,
+    wire: TappedWire<ReadHalf<DuplexStream>, WriteHalf<DuplexStream>>,
     endpoint: Arc<Endpoint>,
     /// The pump, its POSTs, SSE readers and GET stream: aborted when the
     /// transport goes.
@@ -106,8 +104,7 @@ impl HttpTransport {
             set.spawn(pump(pump_reads, endpoint.clone(), inbox, tasks.clone()));
         }
         HttpTransport {
-            wire: AsyncRwTransport::new(TapRead::new(rmcp_reads, tap.clone()), rmcp_writes),
-            tap,
+            wire: TappedWire::new(rmcp_reads, rmcp_writes, tap),
             endpoint,
             tasks,
         }
@@ -141,8 +138,6 @@ impl Transport<RoleClient> for HttpTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        // Before the write: an answer cannot come before the tap knows.
-        self.tap.outgoing(&item);
         self.wire.send(item)
     }
 

@@ -11,6 +11,7 @@
 //! [`MAX_SERVER_REQUESTS`] params of the server's own requests.
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -18,11 +19,13 @@ use std::task::{Context, Poll};
 
 use parking_lot::Mutex;
 use rmcp::model::{ClientRequest, JsonRpcMessage, RequestId};
-use rmcp::service::TxJsonRpcMessage;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
+use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The server's requests whose params are kept until their handler takes
 /// them; older ones are forgotten first.
@@ -235,6 +238,52 @@ impl Drop for Watched {
         if let Some(tap) = self.tap.take() {
             tap.unwatch_progress(&self.token);
         }
+    }
+}
+
+/// rmcp's line framing over a reader and a writer, with the tap on both
+/// ways: what a stdio child's transport (`child.rs`) and a Streamable HTTP
+/// one (`streamable.rs`) both carry messages on.
+pub(crate) struct TappedWire<R: AsyncRead + Unpin, W: AsyncWrite> {
+    wire: AsyncRwTransport<RoleClient, TapRead<R>, W>,
+    tap: Arc<WireTap>,
+}
+
+impl<R, W> TappedWire<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    pub(crate) fn new(reader: R, writer: W, tap: Arc<WireTap>) -> Self {
+        TappedWire {
+            wire: AsyncRwTransport::new(TapRead::new(reader, tap.clone()), writer),
+            tap,
+        }
+    }
+}
+
+impl<R, W> Transport<RoleClient> for TappedWire<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = io::Result<()>> + Send + 'static {
+        // Before the write: an answer cannot come before the tap knows.
+        self.tap.outgoing(&item);
+        self.wire.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.wire.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = io::Result<()>> + Send {
+        self.wire.close()
     }
 }
 

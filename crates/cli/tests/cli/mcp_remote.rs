@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use crate::support::http_mcp::HttpMcpServer;
 use crate::support::mcp::{gateway_on, provider_id, test_server_bin, text_of};
 use crate::support::modules::{modules, toml_string, wait_module, ModuleHub};
-use crate::support::switchboard;
+use crate::support::{switchboard, Run};
 
 const HEADER_SECRET: &str = "header-value-not-for-logs";
 const TOKEN: &str = "bearer-token-not-for-logs";
@@ -92,16 +92,19 @@ async fn a_remote_module_is_reached_with_its_headers_and_its_bearer_token() {
 /// A remote URL in the clear is refused before anything is sent, naming
 /// the rule; so are a header that HTTP cannot carry and a token file that
 /// cannot be read. Nothing says the secret.
+/// `switchboard provide-mcp --namespace far --dir DIR ARGS…`, run to its
+/// end (every case here fails before it reaches a hub).
+async fn provide_mcp(args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let mut all = vec!["provide-mcp", "--namespace", "far", "--dir"];
+    all.push(dir.path().to_str().unwrap());
+    all.extend(args);
+    switchboard(&all).await
+}
+
 #[tokio::test]
 async fn provide_mcp_refuses_plain_http_off_this_machine_and_bad_headers() {
-    let dir = tempfile::tempdir().unwrap();
-    let dir = dir.path().to_str().unwrap();
-    let plain = switchboard(&[
-        "provide-mcp",
-        "--namespace",
-        "far",
-        "--dir",
-        dir,
+    let plain = provide_mcp(&[
         "--mcp-url",
         "http://mcp.example.com/mcp?key=secret-in-query",
     ])
@@ -110,18 +113,8 @@ async fn provide_mcp_refuses_plain_http_off_this_machine_and_bad_headers() {
     assert!(plain.stderr.contains("use https://"), "{plain:?}");
     assert!(!plain.stderr.contains("secret-in-query"), "{plain:?}");
 
-    let header = switchboard(&[
-        "provide-mcp",
-        "--namespace",
-        "far",
-        "--dir",
-        dir,
-        "--mcp-url",
-        "https://mcp.example.com/mcp",
-        "--header",
-        "Bad Name: secret-value",
-    ])
-    .await;
+    let remote = "https://mcp.example.com/mcp";
+    let header = provide_mcp(&["--mcp-url", remote, "--header", "Bad Name: secret-value"]).await;
     assert_eq!(header.code(), 1, "{header:?}");
     assert!(
         header
@@ -131,14 +124,9 @@ async fn provide_mcp_refuses_plain_http_off_this_machine_and_bad_headers() {
     );
     assert!(!header.stderr.contains("secret-value"), "{header:?}");
 
-    let token = switchboard(&[
-        "provide-mcp",
-        "--namespace",
-        "far",
-        "--dir",
-        dir,
+    let token = provide_mcp(&[
         "--mcp-url",
-        "https://mcp.example.com/mcp",
+        remote,
         "--bearer-token-file",
         "/nonexistent/token",
     ])
@@ -151,16 +139,8 @@ async fn provide_mcp_refuses_plain_http_off_this_machine_and_bad_headers() {
         "{token:?}"
     );
 
-    let both = switchboard(&[
-        "provide-mcp",
-        "--namespace",
-        "far",
-        "--mcp-url",
-        "https://mcp.example.com/mcp",
-        "--",
-        "server",
-    ])
-    .await;
+    // A URL and a command: clap's usage error.
+    let both = provide_mcp(&["--mcp-url", remote, "--", "server"]).await;
     assert_eq!(both.code(), 2, "{both:?}");
 }
 
