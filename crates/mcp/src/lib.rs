@@ -1,11 +1,13 @@
 //! MCP on Switchboard, both ways:
 //!
 //! - [`provide`]: `switchboard provide-mcp` runs a stdio MCP server as a
-//!   supervised child and publishes its tools as a hub tool provider;
+//!   supervised child (or reaches a remote one over Streamable HTTP) and
+//!   publishes its tools as a hub tool provider;
 //! - [`gateway`]: `switchboard mcp` is an MCP server on stdio that serves
 //!   what every tool provider on the hub serves: tools and prompts (as
 //!   `<namespace>__<name>`), resources and templates, and their servers'
-//!   requests to the client.
+//!   requests to the client; a [`Profile`] narrows and renames what its
+//!   sessions see.
 //!
 //! Design choices (progress relay, error mapping, ledger place) are in
 //! `docs/tool-calls.md`.
@@ -16,6 +18,7 @@ pub mod provide;
 pub use gateway::logging::GatewayLogFilter;
 pub use gateway::{run_gateway, Gateway, GatewayOptions, ServedSession};
 pub use provide::{ledger_path, run_provider, McpServer, ProvideOptions, RelayStats, RemoteServer};
+pub use switchboard_tools::consumer::{Profile, ProfileError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

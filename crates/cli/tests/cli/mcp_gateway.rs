@@ -8,6 +8,9 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest};
 use rmcp::service::PeerRequestOptions;
 use serde_json::json;
 
+use crate::support::modules::{toml_string, ModuleHub};
+use crate::support::switchboard;
+
 /// A server's progress and its answer, written one right after the other,
 /// keep their order through provide-mcp, the hub and the gateway: MCP
 /// drops progress that comes after the answer, so a report overtaken on
@@ -399,4 +402,63 @@ async fn a_call_key_in_meta_is_fenced_and_a_plain_call_is_not() {
     };
     assert!(text.contains("call_key"), "{text}");
     assert_eq!(count(), "3");
+}
+
+/// `switchboard mcp --profile` with the profile in the hub's own config
+/// file (the hub leaves `[profiles]` to the gateway): only the profile's
+/// tools, under its names; an unknown profile is refused at start, naming
+/// the ones there are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_in_the_hubs_config_narrows_and_renames_the_gateways_tools() {
+    let config = format!(
+        "[modules.fs]\nmcp = [{}]\n\n[profiles.echo-only]\ninclude = [\"fs__echo\"]\nrename = {{ \"fs__echo\" = \"say\" }}\n",
+        toml_string(&test_server_bin().to_string_lossy())
+    );
+    let hub = ModuleHub::start(&config);
+    let client = hub.client().await;
+    provider_id(&client, "fs").await;
+    let config_path = hub.config.to_str().unwrap();
+
+    let everything = gateway_on(hub.dir()).await;
+    let all = everything
+        .wait_for_tools("fs__echo", |names| names.iter().any(|n| n == "fs__echo"))
+        .await;
+    assert!(all.len() > 1, "{all:?}");
+    everything.close().await;
+
+    let narrow = gateway_with_args(
+        hub.dir(),
+        &["--config", config_path, "--profile", "echo-only"],
+    )
+    .await;
+    let names = narrow
+        .wait_for_tools("say", |names| names.iter().any(|n| n == "say"))
+        .await;
+    assert_eq!(names, ["say"]);
+    let said = narrow.call("say", json!({"text": "hi"})).await.unwrap();
+    assert_eq!(text_of(&said), "hi");
+    assert!(narrow
+        .call("fs__echo", json!({"text": "hi"}))
+        .await
+        .is_err());
+    narrow.close().await;
+
+    let unknown = switchboard(&[
+        "mcp",
+        "--dir",
+        hub.dir_arg(),
+        "--config",
+        config_path,
+        "--profile",
+        "wide",
+    ])
+    .await;
+    assert_eq!(unknown.code(), 1, "{unknown:?}");
+    assert!(
+        unknown
+            .stderr
+            .contains("has no [profiles.wide] (profiles there: echo-only)"),
+        "{unknown:?}"
+    );
+    client.close();
 }

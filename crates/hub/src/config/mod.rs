@@ -106,6 +106,11 @@ struct File {
     #[serde(default)]
     #[allow(dead_code)]
     acp: Option<toml::Table>,
+    /// `[profiles.NAME]`, the MCP gateway's (`switchboard mcp --profile`,
+    /// `crates/tools` `consumer/profile.rs`), which reads and checks them.
+    #[serde(default)]
+    #[allow(dead_code)]
+    profiles: Option<toml::Table>,
 }
 
 /// `[federation]`, read here so that a typo is an error like anywhere else

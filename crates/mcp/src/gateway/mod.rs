@@ -42,7 +42,7 @@ use parking_lot::Mutex;
 use rmcp::service::{Peer, RunningService};
 use rmcp::{RoleServer, ServiceExt};
 use switchboard_client::Endpoint;
-use switchboard_tools::consumer::{ConsumerOptions, HubTools, SurfaceRevisions};
+use switchboard_tools::consumer::{ConsumerOptions, HubTools, Profile, SurfaceRevisions};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
@@ -64,6 +64,9 @@ pub const STARTUP_WAIT: Duration = Duration::from_secs(5);
 pub struct GatewayOptions {
     /// Where the hub is (its directory, or a URL and a named principal's token).
     pub endpoint: Endpoint,
+    /// Which tools and prompts the sessions see, and under which names
+    /// (`None`: all, as exposed).
+    pub profile: Option<Profile>,
 }
 
 /// The consumer behind every MCP session of one gateway process.
@@ -72,6 +75,7 @@ pub struct Gateway {
     progress: Arc<ProgressRelay>,
     /// The MCP definitions of the last table listed: converted once per table.
     listed: Mutex<Option<tools::Listed>>,
+    profile: Option<Profile>,
 }
 
 /// One MCP session being served.
@@ -102,6 +106,12 @@ impl Gateway {
     /// [`STARTUP_WAIT`], for the first lists.
     pub async fn start(options: GatewayOptions) -> Arc<Gateway> {
         let progress = Arc::new(ProgressRelay::default());
+        if let Some(profile) = &options.profile {
+            tracing::info!(
+                profile = profile.name(),
+                "serving the tools and prompts of a profile"
+            );
+        }
         let consumer = ConsumerOptions {
             endpoint: options.endpoint.clone(),
             client_name: "switchboard mcp".into(),
@@ -121,12 +131,31 @@ impl Gateway {
             tools,
             progress,
             listed: Mutex::new(None),
+            profile: options.profile,
         })
     }
 
     /// The consumer (its tables, its stats).
     pub fn tools(&self) -> &HubTools {
         &self.tools
+    }
+
+    /// The name a session sees for the exposed `name` of a tool or prompt,
+    /// or `None` if its profile leaves it out.
+    pub(crate) fn shown<'a>(&'a self, name: &'a str) -> Option<&'a str> {
+        match &self.profile {
+            Some(profile) => profile.shown(name),
+            None => Some(name),
+        }
+    }
+
+    /// The exposed name of what a session named `shown`, if its profile
+    /// shows something under that name.
+    pub(crate) fn exposed<'a>(&'a self, shown: &'a str) -> Option<&'a str> {
+        match &self.profile {
+            Some(profile) => profile.hub_name(shown),
+            None => Some(shown),
+        }
     }
 
     /// Serves one MCP session on `reader`/`writer` (newline-delimited

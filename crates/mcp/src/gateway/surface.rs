@@ -66,7 +66,14 @@ impl Session {
         let surface = self.gateway.tools.surface();
         let prompts: Vec<Value> = surface
             .prompts()
-            .map(|prompt| Value::Object(prompt.listed_definition()))
+            .filter_map(|prompt| {
+                let shown = self.gateway.shown(&prompt.name)?;
+                let mut definition = prompt.listed_definition();
+                if shown != prompt.name {
+                    definition.insert("name".into(), Value::String(shown.to_owned()));
+                }
+                Some(Value::Object(definition))
+            })
             .collect();
         json!({ "prompts": prompts })
     }
@@ -82,20 +89,43 @@ impl Session {
 
     pub(crate) async fn get_prompt(
         &self,
-        params: Map<String, Value>,
+        mut params: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
+        self.exposed_prompt_name(params.get_mut("name"))?;
         let call = self.call_context(context);
         unless_cancelled(context, self.consumer.get_prompt(params, &call)).await
     }
 
     pub(crate) async fn complete(
         &self,
-        params: Map<String, Value>,
+        mut params: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
+        if let Some(reference) = params.get_mut("ref").and_then(Value::as_object_mut) {
+            if reference.get("type").and_then(Value::as_str) == Some("ref/prompt") {
+                self.exposed_prompt_name(reference.get_mut("name"))?;
+            }
+        }
         let call = self.call_context(context);
         unless_cancelled(context, self.consumer.complete(params, &call)).await
+    }
+
+    /// A prompt's name as the session sent it, made the exposed name its
+    /// profile shows under it; a name the profile does not show is a
+    /// prompt the session does not have.
+    fn exposed_prompt_name(&self, name: Option<&mut Value>) -> Result<(), ErrorData> {
+        let Some(Value::String(name)) = name else {
+            return Ok(());
+        };
+        match self.gateway.exposed(name) {
+            Some(exposed) if exposed == name => Ok(()),
+            Some(exposed) => {
+                *name = exposed.to_owned();
+                Ok(())
+            }
+            None => Err(surface_error(SurfaceError::UnknownPrompt(name.clone()))),
+        }
     }
 
     pub(crate) async fn subscribe(

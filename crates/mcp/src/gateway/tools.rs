@@ -54,8 +54,9 @@ pub(crate) struct Listed {
 
 impl Gateway {
     /// Every tool as MCP defines it (`execution`, `outputSchema`, ...
-    /// kept), under its exposed name. One that is not a tool definition
-    /// (`inputSchema` not an object) is not in the table at all.
+    /// kept), under its exposed name, or the profile's name for it; one
+    /// the profile leaves out is not listed. One that is not a tool
+    /// definition (`inputSchema` not an object) is not in the table at all.
     pub(crate) fn definitions(&self) -> Arc<[Value]> {
         let table = self.tools.tools();
         let mut listed = self.listed.lock();
@@ -66,7 +67,14 @@ impl Gateway {
         }
         let definitions: Arc<[Value]> = table
             .tools()
-            .map(|tool| Value::Object(tool.listed_definition()))
+            .filter_map(|tool| {
+                let shown = self.shown(&tool.name)?;
+                let mut definition = tool.listed_definition();
+                if shown != tool.name {
+                    definition.insert("name".into(), Value::String(shown.to_owned()));
+                }
+                Some(Value::Object(definition))
+            })
             .collect();
         *listed = Some(Listed {
             table,
@@ -100,13 +108,11 @@ impl Session {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
-        let Some(tool) = self
+        let tool = self
             .gateway
-            .tools
-            .tools()
-            .get(request.name.as_ref())
-            .cloned()
-        else {
+            .exposed(&request.name)
+            .and_then(|name| self.gateway.tools.tools().get(name).cloned());
+        let Some(tool) = tool else {
             // A client's mistake (or a list it has not refreshed yet).
             tracing::debug!(tool = %request.name, "tools/call of a tool not on the list");
             return Err(unknown_tool(&format!("unknown tool {:?}", request.name)));

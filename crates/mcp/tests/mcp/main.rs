@@ -6,5 +6,6 @@
 mod support;
 
 mod callbacks;
+mod profiles;
 mod surface;
 mod versions;

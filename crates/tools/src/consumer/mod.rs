@@ -18,6 +18,10 @@
 //!   reading of failures ([`CallError`]); a call that finds its listing stale
 //!   has the provider listed again.
 //!
+//! - [`Profile`] (`profile.rs`): a `[profiles.NAME]` of the config file,
+//!   which of the exposed tools and prompts a consumer shows and under
+//!   which names.
+//!
 //! Tools of a source other than the hub plug in through [`ToolBackend`]:
 //! list them as [`ListedTool`]s, wrap them in [`ExposedTool`]s under a
 //! namespace of their own, and add them to a [`TableBuilder`] after the
@@ -32,6 +36,7 @@ mod hub;
 mod index;
 mod listing;
 pub mod naming;
+mod profile;
 mod providers;
 mod published;
 mod requests;
@@ -47,6 +52,7 @@ pub use call::{call_timeout, fresh_call_key, CallError, LIST_TIMEOUT};
 pub use callback::{CallGuard, CallSink, CallbackStats, Callbacks, LogLevel, NOTIFY_BOUND};
 pub use hub::{ConsumerOptions, ConsumerStats, HubTools};
 pub use listing::{ListKind, ListedItem, Listing};
+pub use profile::{Profile, ProfileError};
 pub use providers::provider_namespace;
 pub use published::SurfaceRevisions;
 pub use session::{ConsumerSession, RequestContext, SurfaceError};

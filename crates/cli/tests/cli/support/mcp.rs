@@ -156,11 +156,17 @@ impl McpHub for HubProcess {
 /// `switchboard mcp --dir DIR` with the official MCP client on its stdio,
 /// whether a hub runs in `dir` or not (yet).
 pub async fn gateway_on(dir: &Path) -> Gateway {
+    gateway_with_args(dir, &[]).await
+}
+
+/// [`gateway_on`] with more arguments (`--profile`, `--config`).
+pub async fn gateway_with_args(dir: &Path, args: &[&str]) -> Gateway {
     let mut command = tokio::process::Command::new(switchboard_binary());
     command
         .arg("mcp")
         .arg("--dir")
         .arg(dir)
+        .args(args)
         .env("RUST_LOG", log_filter());
     let (transport, _) = TokioChildProcess::builder(command).spawn().unwrap();
     Gateway::serve(transport).await

@@ -72,8 +72,17 @@ pub fn as_principal(hub: &TestHub, token: &str) -> Endpoint {
 }
 
 pub async fn gateway(hub: &TestHub) -> Arc<Gateway> {
+    gateway_with(hub, None).await
+}
+
+/// A gateway whose sessions see `profile`.
+pub async fn gateway_with(
+    hub: &TestHub,
+    profile: Option<switchboard_mcp::Profile>,
+) -> Arc<Gateway> {
     Gateway::start(GatewayOptions {
         endpoint: direct(hub),
+        profile,
     })
     .await
 }
