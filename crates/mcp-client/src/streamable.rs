@@ -37,8 +37,8 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use tokio::sync::mpsc;
-use tokio::task::JoinSet;
 use tokio_util::codec::{FramedRead, LinesCodec};
+use tokio_util::sync::CancellationToken;
 
 use crate::tap::{TappedWire, WireTap};
 
@@ -59,9 +59,10 @@ const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 pub(crate) struct HttpTransport {
     wire: TappedWire<ReadHalf<DuplexStream>, WriteHalf<DuplexStream>>,
     endpoint: Arc<Endpoint>,
-    /// The pump, its POSTs, SSE readers and GET stream: aborted when the
-    /// transport goes.
-    tasks: Arc<Mutex<JoinSet<()>>>,
+    /// Ends the pump, its POSTs, SSE readers and GET stream when the
+    /// transport goes (each task ends on its own when its work is done:
+    /// nothing is kept per message).
+    stop: CancellationToken,
 }
 
 /// Where the server is and what every request carries.
@@ -96,23 +97,23 @@ impl HttpTransport {
             headers,
             session: Mutex::new(Session::default()),
         });
-        let tasks = Arc::new(Mutex::new(JoinSet::new()));
+        let stop = CancellationToken::new();
         let (inbox, lines) = mpsc::channel(INBOX_LINES);
-        {
-            let mut set = tasks.lock();
-            set.spawn(write_lines(lines, pump_writes));
-            set.spawn(pump(pump_reads, endpoint.clone(), inbox, tasks.clone()));
-        }
+        spawn(&stop, write_lines(lines, pump_writes));
+        spawn(
+            &stop,
+            pump(pump_reads, endpoint.clone(), inbox, stop.clone()),
+        );
         HttpTransport {
             wire: TappedWire::new(rmcp_reads, rmcp_writes, tap),
             endpoint,
-            tasks,
+            stop,
         }
     }
 
     async fn shut_down(&mut self) -> std::io::Result<()> {
         let _ = self.wire.close().await;
-        self.tasks.lock().abort_all();
+        self.stop.cancel();
         let session = self.endpoint.session.lock().clone();
         if let Some(id) = session.id {
             let request = self
@@ -127,7 +128,7 @@ impl HttpTransport {
 
 impl Drop for HttpTransport {
     fn drop(&mut self) {
-        self.tasks.lock().abort_all();
+        self.stop.cancel();
     }
 }
 
@@ -167,6 +168,17 @@ impl Endpoint {
     }
 }
 
+/// Runs `work` until it ends or `stop` is cancelled.
+fn spawn(stop: &CancellationToken, work: impl Future<Output = ()> + Send + 'static) {
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            () = work => {}
+        }
+    });
+}
+
 /// The one writer of rmcp's pipe.
 async fn write_lines(mut lines: mpsc::Receiver<String>, mut pipe: WriteHalf<DuplexStream>) {
     while let Some(mut line) = lines.recv().await {
@@ -191,7 +203,7 @@ async fn pump(
     reader: ReadHalf<DuplexStream>,
     endpoint: Arc<Endpoint>,
     inbox: mpsc::Sender<String>,
-    tasks: Arc<Mutex<JoinSet<()>>>,
+    stop: CancellationToken,
 ) {
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
     while let Some(Ok(line)) = lines.next().await {
@@ -210,9 +222,9 @@ async fn pump(
             request_id,
             initialize,
             inbox.clone(),
-            tasks.clone(),
+            stop.clone(),
         );
-        tasks.lock().spawn(exchange);
+        spawn(&stop, exchange);
     }
 }
 
@@ -223,7 +235,7 @@ async fn post(
     request_id: Option<String>,
     initialize: bool,
     inbox: mpsc::Sender<String>,
-    tasks: Arc<Mutex<JoinSet<()>>>,
+    stop: CancellationToken,
 ) {
     let sent = endpoint
         .request(reqwest::Method::POST)
@@ -248,7 +260,7 @@ async fn post(
                         let lines = json_lines(&bytes);
                         if initialize {
                             learn_version(&endpoint, &lines);
-                            open_get_stream(&endpoint, &inbox, &tasks);
+                            open_get_stream(&endpoint, &inbox, &stop);
                         }
                         for line in lines {
                             if inbox.send(line).await.is_err() {
@@ -267,7 +279,7 @@ async fn post(
                         let mut events = sse_lines(response);
                         if let Some(first) = events.next().await {
                             learn_version(&endpoint, std::slice::from_ref(&first));
-                            open_get_stream(&endpoint, &inbox, &tasks);
+                            open_get_stream(&endpoint, &inbox, &stop);
                             if inbox.send(first).await.is_err() {
                                 return;
                             }
@@ -309,11 +321,11 @@ fn error_line(id: &str, message: &str) -> String {
 fn open_get_stream(
     endpoint: &Arc<Endpoint>,
     inbox: &mpsc::Sender<String>,
-    tasks: &Arc<Mutex<JoinSet<()>>>,
+    stop: &CancellationToken,
 ) {
     let endpoint = endpoint.clone();
     let inbox = inbox.clone();
-    tasks.lock().spawn(async move {
+    spawn(stop, async move {
         loop {
             let response = endpoint
                 .request(reqwest::Method::GET)
