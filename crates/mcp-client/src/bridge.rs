@@ -36,7 +36,7 @@ pub(crate) struct Bridge {
     /// leaves one permit, so it is one re-list.
     pub(crate) tools_changed: Arc<Notify>,
     /// The connection's wire as the server wrote it (stdio only).
-    pub(crate) tap: Option<Arc<WireTap>>,
+    pub(crate) tap: Arc<WireTap>,
 }
 
 impl Bridge {
@@ -49,8 +49,7 @@ impl Bridge {
     ) -> ServerRequest {
         let raw = self
             .tap
-            .as_ref()
-            .and_then(|tap| tap.take_server_request(&context.id))
+            .take_server_request(&context.id)
             .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
         let params = raw.unwrap_or_else(|| with_meta(typed, &context.meta.0 .0));
         let call = match progress_token(&params) {

@@ -127,14 +127,12 @@ impl Connection {
         // the tap counts the call's reports as they are read, and the
         // answer waits (bounded) until as many were handled. Counted from
         // before the route is released, so no report is handled uncounted.
-        let watched = match (route_sink, &self.inner.tap) {
-            (true, Some(tap)) => serde_json::to_string(&handle.progress_token)
-                .ok()
-                .map(|token| Watched::start(tap.clone(), token)),
-            _ => None,
-        };
+        let watched = route_sink
+            .then(|| serde_json::to_string(&handle.progress_token).ok())
+            .flatten()
+            .map(|token| Watched::start(self.inner.tap.clone(), token));
         let awaited = Awaited {
-            tap: self.inner.tap.clone(),
+            tap: Some(self.inner.tap.clone()),
             id: handle.id.clone(),
         };
         let _route = routes.as_mut().map(|routes| {

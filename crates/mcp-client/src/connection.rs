@@ -32,7 +32,7 @@ pub(crate) struct Inner {
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) routes: Arc<ProgressRoutes>,
     /// The wire as the server wrote it (a stdio server's; `None` over HTTP).
-    pub(crate) tap: Option<Arc<WireTap>>,
+    pub(crate) tap: Arc<WireTap>,
     tools_changed: Arc<Notify>,
     /// `true` once the connection ended: the server exited, or was stopped.
     closed: watch::Receiver<bool>,
@@ -92,8 +92,7 @@ impl Connection {
         let raw = self
             .inner
             .tap
-            .as_ref()
-            .and_then(|tap| tap.initialize_result())
+            .initialize_result()
             .and_then(|raw| serde_json::from_str(raw.get()).ok());
         raw.or_else(|| {
             self.inner

@@ -74,7 +74,7 @@ impl Connection {
                 reason: error.to_string(),
             })?;
         let awaited = Awaited {
-            tap: self.inner.tap.clone(),
+            tap: Some(self.inner.tap.clone()),
             id: handle.id.clone(),
         };
         let mut cancel = CancelOnDrop {

@@ -70,7 +70,7 @@ pub async fn start(
         handler,
         routes: Arc::new(ProgressRoutes::default()),
         tools_changed: Arc::new(Notify::new()),
-        tap: Some(tap.clone()),
+        tap: tap.clone(),
     };
     let connection = match transport {
         Transport::Stdio(stdio) => start_stdio(label, stdio, bridge, tap, options).await?,
