@@ -44,7 +44,9 @@ pub use progress::{ProgressSink, ProgressUpdate};
 pub use request::RequestError;
 pub use start::{start, StartError, StartOptions, Started};
 pub use supervise::{Backoff, Event, Restart, Supervised, SupervisedStart};
-pub use upstream::{check_url, shown_url, Stderr, StopHook, Upstream, UrlError};
+pub use upstream::{
+    check_header, check_url, shown_url, HeaderError, Stderr, StopHook, Upstream, UrlError,
+};
 
 #[cfg(test)]
 mod tests;

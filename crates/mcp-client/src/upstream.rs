@@ -116,6 +116,28 @@ pub enum UrlError {
     PlainHttpRemote { url: String },
 }
 
+/// Why a header for a remote server is refused: by name, never by value
+/// (a value may be a secret).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("{name:?} is not an HTTP header name")]
+    Name { name: String },
+    #[error("the value of the header {name:?} is not one HTTP can carry")]
+    Value { name: String },
+}
+
+/// Checks a header by the HTTP client's own rules, so that none is left
+/// out silently when a request is built.
+pub fn check_header(name: &str, value: &str) -> Result<(), HeaderError> {
+    reqwest::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| HeaderError::Name {
+        name: name.to_owned(),
+    })?;
+    reqwest::header::HeaderValue::from_str(value).map_err(|_| HeaderError::Value {
+        name: name.to_owned(),
+    })?;
+    Ok(())
+}
+
 /// Checks the URL of a server reached over Streamable HTTP: `https://`
 /// anywhere, `http://` only to this machine (loopback), so that a header
 /// or bearer token never crosses a network in the clear.

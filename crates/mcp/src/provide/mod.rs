@@ -35,8 +35,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_client::{CatalogEvent, Client, ConnectOptions, Endpoint};
 use switchboard_mcp_client::{
-    check_url, shown_url, Backoff, Event, ListKind, Restart, StartOptions, Supervised,
-    SupervisedStart, Upstream,
+    check_header, check_url, shown_url, Backoff, Event, ListKind, Restart, StartOptions,
+    Supervised, SupervisedStart, Upstream,
 };
 use switchboard_tools::{
     check_tool_spec, keep_connected, validate_namespace, ListRevision, Provider, ToolHandler,
@@ -110,8 +110,7 @@ impl std::fmt::Debug for RemoteServer {
 
 impl RemoteServer {
     /// Checks the URL ([`switchboard_mcp_client::check_url`]) and each
-    /// header (a name and value an HTTP request can carry; errors name the
-    /// header, never its value).
+    /// header ([`switchboard_mcp_client::check_header`]).
     pub fn new(
         url: &str,
         headers: Vec<(String, String)>,
@@ -119,20 +118,7 @@ impl RemoteServer {
     ) -> Result<RemoteServer, Error> {
         let url = check_url(url).map_err(|error| Error::Options(error.to_string()))?;
         for (name, value) in &headers {
-            let name_ok = !name.is_empty()
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !name_ok {
-                return Err(Error::Options(format!(
-                    "{name:?} is not an HTTP header name"
-                )));
-            }
-            if value.bytes().any(|b| b.is_ascii_control() && b != b'\t') {
-                return Err(Error::Options(format!(
-                    "the value of the header {name:?} has a control character"
-                )));
-            }
+            check_header(name, value).map_err(|error| Error::Options(error.to_string()))?;
         }
         Ok(RemoteServer {
             url,
