@@ -41,6 +41,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rmcp::service::{Peer, RunningService};
 use rmcp::{RoleServer, ServiceExt};
+use serde_json::{Map, Value};
 use switchboard_client::Endpoint;
 use switchboard_tools::consumer::{ConsumerOptions, HubTools, Profile, SurfaceRevisions};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -140,13 +141,23 @@ impl Gateway {
         &self.tools
     }
 
-    /// The name a session sees for the exposed `name` of a tool or prompt,
-    /// or `None` if its profile leaves it out.
-    pub(crate) fn shown<'a>(&'a self, name: &'a str) -> Option<&'a str> {
-        match &self.profile {
-            Some(profile) => profile.shown(name),
-            None => Some(name),
+    /// The definition of a tool or prompt exposed as `name`, as a session
+    /// sees it: under the name its profile gives it, or `None` if the
+    /// profile leaves it out.
+    pub(crate) fn shown_definition(
+        &self,
+        name: &str,
+        definition: impl FnOnce() -> Map<String, Value>,
+    ) -> Option<Value> {
+        let shown = match &self.profile {
+            Some(profile) => profile.shown(name)?,
+            None => name,
+        };
+        let mut definition = definition();
+        if shown != name {
+            definition.insert("name".into(), Value::String(shown.to_owned()));
         }
+        Some(Value::Object(definition))
     }
 
     /// The exposed name of what a session named `shown`, if its profile

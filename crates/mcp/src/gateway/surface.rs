@@ -67,12 +67,8 @@ impl Session {
         let prompts: Vec<Value> = surface
             .prompts()
             .filter_map(|prompt| {
-                let shown = self.gateway.shown(&prompt.name)?;
-                let mut definition = prompt.listed_definition();
-                if shown != prompt.name {
-                    definition.insert("name".into(), Value::String(shown.to_owned()));
-                }
-                Some(Value::Object(definition))
+                self.gateway
+                    .shown_definition(&prompt.name, || prompt.listed_definition())
             })
             .collect();
         json!({ "prompts": prompts })

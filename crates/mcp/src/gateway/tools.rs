@@ -67,14 +67,7 @@ impl Gateway {
         }
         let definitions: Arc<[Value]> = table
             .tools()
-            .filter_map(|tool| {
-                let shown = self.shown(&tool.name)?;
-                let mut definition = tool.listed_definition();
-                if shown != tool.name {
-                    definition.insert("name".into(), Value::String(shown.to_owned()));
-                }
-                Some(Value::Object(definition))
-            })
+            .filter_map(|tool| self.shown_definition(&tool.name, || tool.listed_definition()))
             .collect();
         *listed = Some(Listed {
             table,
