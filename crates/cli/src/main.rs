@@ -81,7 +81,8 @@ fn main() -> ExitCode {
     // before any thread or child process exists.
     let _ = switchboard_client::launch::init();
     let cli = Cli::parse();
-    init_logging(matches!(cli.command, Command::Mcp(_)));
+    // `serve` runs the gateway too, at `/mcp`.
+    init_logging(matches!(cli.command, Command::Mcp(_) | Command::Serve(_)));
     // `mcp` and `provide-mcp` relay one peer's messages to the hub and
     // back, one after another: a single thread does that with no hand-off
     // between threads (each one a futex wake and a context switch, which

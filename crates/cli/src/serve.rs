@@ -152,6 +152,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let add_ons = AddOns {
         observer: Some(Box::new(Dashboard::attach)),
         supervisor: Some(Box::new(Modules::start)),
+        endpoint: Some(Box::new(switchboard_mcp::http::attach)),
     };
     let hub = match Hub::start_with(options, add_ons).await {
         Ok(hub) => hub,

@@ -208,6 +208,7 @@ mod tests {
                 socket: first.socket_path(),
                 ws: None,
                 remote: None,
+                mcp_url: None,
                 token: "t".into(),
                 federation: None,
             })

@@ -24,10 +24,13 @@
 //! - [`observe`]: what an observer (the `switchboard-dashboard` crate) may
 //!   read, and what the hub asks of it;
 //! - [`supervise`]: what a supervisor of modules (the `switchboard-modules`
-//!   crate) may do, and what the hub asks of it.
+//!   crate) may do, and what the hub asks of it;
+//! - [`endpoint`]: what an add-on serving its own HTTP endpoint (the MCP
+//!   gateway's `/mcp`, the `switchboard-mcp` crate) may do.
 
 pub mod config;
 pub mod dir;
+pub mod endpoint;
 pub mod link;
 pub mod observe;
 pub mod policy;

@@ -150,6 +150,9 @@ pub struct Policy {
     named: Vec<Named>,
     grants: Vec<Grant>,
     allowed_origins: Vec<String>,
+    /// Principal name → the `[profiles.NAME]` its MCP sessions over HTTP
+    /// are held to.
+    profiles: std::collections::HashMap<String, String>,
 }
 
 pub fn token_digest(token: &str) -> [u8; 32] {
@@ -178,7 +181,19 @@ impl Policy {
                 .collect(),
             grants,
             allowed_origins,
+            profiles: Default::default(),
         }
+    }
+
+    /// Binds principals (by name) to MCP gateway profiles.
+    pub fn with_profiles(mut self, profiles: std::collections::HashMap<String, String>) -> Self {
+        self.profiles = profiles;
+        self
+    }
+
+    /// The profile a principal is bound to, if any.
+    pub fn profile_of(&self, principal: &str) -> Option<&str> {
+        self.profiles.get(principal).map(String::as_str)
     }
 
     /// Maps a presented token (or none) to a principal.

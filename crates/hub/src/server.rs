@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ConfigError};
 use crate::dir::{DirError, HubDir, HubInfo};
+use crate::endpoint::{self, EndpointDoor};
 pub use crate::federated::{Federated, FederationMetrics};
 use crate::ids;
 use crate::observe::{self, HubView};
@@ -56,6 +57,10 @@ pub struct AddOns {
     /// `supervise.rs` is all it reaches. Without one, the config's modules
     /// are not started.
     pub supervisor: Option<supervise::Start>,
+    /// What serves an endpoint of its own on the HTTP ports (the MCP
+    /// gateway's `/mcp`, the `switchboard-mcp` crate): `endpoint.rs` is
+    /// all it reaches.
+    pub endpoint: Option<endpoint::Attach>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +115,10 @@ impl Hub {
         if let Some(attach) = add_ons.observer {
             let _ = state.observer.set(attach(HubView::new(&state), &tasks));
         }
+        if let Some(attach) = add_ons.endpoint {
+            let door = EndpointDoor::new(&state, dir.socket_path());
+            let _ = state.endpoint.set(attach(door, &tasks));
+        }
 
         let socket = dir.socket_path();
         let unix_listener = unix::bind(&socket).map_err(|source| StartError::Listen {
@@ -162,11 +171,19 @@ impl Hub {
         });
         tasks.spawn(requests::run_timers(state.clone()));
 
+        // The endpoint's MCP path on the same port, as plain HTTP.
+        let mcp_url = match (&ws_url, state.endpoint.get().and_then(|e| e.mcp_path)) {
+            (Some(ws), Some(path)) => ws
+                .strip_prefix("ws://")
+                .map(|address| format!("http://{}{path}", address.trim_end_matches('/'))),
+            _ => None,
+        };
         let info = HubInfo {
             version: 1,
             pid: std::process::id(),
             socket,
             ws: ws_url,
+            mcp_url,
             remote: remote_url,
             token,
             federation: options.federated.as_ref().map(|f| FederationInfo {

@@ -52,6 +52,9 @@ pub struct HubState {
     /// The add-on that supervises modules, if any: set once when the
     /// modules start, after the hub listens (`supervise.rs`).
     pub supervisor: OnceLock<Arc<dyn Supervisor>>,
+    /// The add-on that serves its own endpoint on the HTTP ports (the MCP
+    /// gateway), if any: set once while the hub starts (`endpoint.rs`).
+    pub endpoint: OnceLock<crate::endpoint::Endpoint>,
     /// Where the hub listens, as `hub.json` says: set once it does.
     pub listening: OnceLock<Listening>,
     direct_token: String,
@@ -91,6 +94,7 @@ impl HubState {
             config_path,
             observer: OnceLock::new(),
             supervisor: OnceLock::new(),
+            endpoint: OnceLock::new(),
             listening: OnceLock::new(),
             direct_token,
             log_payloads: AtomicBool::new(config.log_payloads),

@@ -7,12 +7,15 @@
 //!   what every tool provider on the hub serves: tools and prompts (as
 //!   `<namespace>__<name>`), resources and templates, and their servers'
 //!   requests to the client; a [`Profile`] narrows and renames what its
-//!   sessions see.
+//!   sessions see;
+//! - [`http`]: the same gateway over Streamable HTTP, served by the hub
+//!   at `/mcp` (an add-on through the hub's endpoint door).
 //!
 //! Design choices (progress relay, error mapping, ledger place) are in
 //! `docs/tool-calls.md`.
 
 pub mod gateway;
+pub mod http;
 pub mod provide;
 
 pub use gateway::logging::GatewayLogFilter;

@@ -21,6 +21,10 @@ pub struct HubInfo {
     /// `wss://HOST:PORT/` of the remote (TLS) listener, when it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
+    /// `http://127.0.0.1:PORT/mcp`: the MCP gateway over Streamable HTTP,
+    /// when the hub serves it (on the WebSocket's port).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_url: Option<String>,
     pub token: String,
     /// Present when the hub is part of a federation (`federation.md`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -69,6 +69,9 @@ impl TestHub {
         let add_ons = AddOns {
             observer: Some(Box::new(Dashboard::attach)),
             supervisor: Some(Box::new(Modules::start)),
+            // The MCP gateway's `/mcp` is tested on the real binary
+            // (crates/cli tests), where `serve` attaches it.
+            endpoint: None,
         };
         let hub = Hub::start_with(self.options.clone(), add_ons)
             .await

@@ -12,6 +12,7 @@ mod faults;
 mod federation;
 mod mcp_clients;
 mod mcp_gateway;
+mod mcp_http;
 mod mcp_remote;
 mod modules;
 mod newcomer;

@@ -28,7 +28,7 @@ use crate::support::anthropic::ScriptedClaude;
 use crate::support::mcp::{provider_id, Process};
 use crate::support::modules::{toml_string, wait_gone, ModuleHub};
 use crate::support::openai_responses::ScriptedResponses;
-use crate::support::HubProcess;
+use crate::support::{read_hub_json, HubProcess};
 
 /// How long one client script may run (its checks wait at most 60 s each).
 const SCRIPT_WAIT: Duration = Duration::from_secs(300);
@@ -39,7 +39,7 @@ fn mcp_dir() -> PathBuf {
 
 /// server-everything's entry point; fails, naming the install step, when
 /// the npm packages are not installed.
-fn everything_server() -> PathBuf {
+pub(crate) fn everything_server() -> PathBuf {
     let js = mcp_dir().join("js");
     for package in [
         "@modelcontextprotocol/server-everything",
@@ -195,6 +195,24 @@ impl Everything {
     /// Runs `program script SWITCHBOARD_BIN HUB_DIR NAMESPACE` and asserts
     /// it exits 0, showing its output otherwise.
     async fn run(&self, program: &str, script: &str, namespace: &str) {
+        self.run_with(program, script, namespace, &[]).await;
+    }
+
+    /// As [`Everything::run`], the script speaking Streamable HTTP to the
+    /// hub's own `/mcp` (`hub.json`'s `mcp_url`) with the hub's token
+    /// (`py/transport.py`).
+    async fn run_over_http(&self, script: &str, namespace: &str) {
+        let info = read_hub_json(self.dir()).expect("the hub wrote hub.json");
+        let url = info["mcp_url"].as_str().expect("hub.json names mcp_url");
+        let token = info["token"].as_str().expect("hub.json has a token");
+        let env = [
+            ("SWITCHBOARD_MCP_URL", url),
+            ("SWITCHBOARD_MCP_TOKEN", token),
+        ];
+        self.run_with("python3", script, namespace, &env).await;
+    }
+
+    async fn run_with(&self, program: &str, script: &str, namespace: &str, env: &[(&str, &str)]) {
         let script = mcp_dir().join(script);
         let mut command = tokio::process::Command::new(program);
         command
@@ -203,6 +221,7 @@ impl Everything {
             .arg(self.dir())
             .arg(namespace)
             .current_dir(script.parent().unwrap())
+            .envs(env.iter().copied())
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -231,6 +250,33 @@ async fn two_python_clients_each_answer_only_their_own_sampling() {
     python_mcp_installed();
     let hub = Everything::provided("everything").await;
     hub.run("python3", "py/two_clients.py", "everything").await;
+}
+
+/// The same checks over Streamable HTTP, against the gateway the hub
+/// serves itself at `/mcp`, with server-everything as a module.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_client_uses_everything_through_the_hubs_http_gateway() {
+    python_mcp_installed();
+    let hub = Everything::module("modev").await;
+    hub.run_over_http("py/everything.py", "modev").await;
+}
+
+/// Over HTTP both clients are sessions of the one gateway in the hub:
+/// each sampling request still reaches only the session whose call it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_python_clients_over_http_each_answer_only_their_own_sampling() {
+    python_mcp_installed();
+    let hub = Everything::provided("everything").await;
+    hub.run_over_http("py/two_clients.py", "everything").await;
+}
+
+/// A 2026-07-28 client (`server/discover`, no session) over HTTP: each of
+/// its requests is served on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_07_28_python_client_is_served_statelessly_over_http() {
+    python_mcp_installed();
+    let hub = Everything::provided("everything").await;
+    hub.run_over_http("py/stateless.py", "everything").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -460,13 +506,34 @@ fn mcp_host(package: &str, path: &str) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_calls_a_hub_tool_through_the_gateway() {
     let hub = Everything::provided("everything").await;
-    let tool = "mcp__sb__everything__echo";
-    let model = ScriptedClaude::start(tool).await;
-    let home = tempfile::tempdir().unwrap();
     let config = serde_json::json!({"mcpServers": {"sb": {
         "command": switchboard_binary(),
         "args": ["mcp", "--dir", hub.dir()],
     }}});
+    claude_code_calls_echo(config).await;
+}
+
+/// Claude Code with the hub's own `/mcp` as an HTTP MCP server (what
+/// `claude mcp add --transport http sb URL --header "Authorization: Bearer
+/// TOKEN"` writes), nothing spawned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_a_hub_tool_through_the_hubs_http_gateway() {
+    let hub = Everything::provided("everything").await;
+    let info = read_hub_json(hub.dir()).expect("the hub wrote hub.json");
+    let config = serde_json::json!({"mcpServers": {"sb": {
+        "type": "http",
+        "url": info["mcp_url"],
+        "headers": {"Authorization": format!("Bearer {}", info["token"].as_str().unwrap())},
+    }}});
+    claude_code_calls_echo(config).await;
+}
+
+/// Runs Claude Code with `config` as its only MCP servers (`sb`: the
+/// gateway) and checks that its model's echo call came back through it.
+async fn claude_code_calls_echo(config: serde_json::Value) {
+    let tool = "mcp__sb__everything__echo";
+    let model = ScriptedClaude::start(tool).await;
+    let home = tempfile::tempdir().unwrap();
     let claude = mcp_host("@anthropic-ai/claude-code-linux-x64", "claude");
     let mut command = tokio::process::Command::new(claude);
     command

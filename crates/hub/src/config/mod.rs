@@ -107,9 +107,9 @@ struct File {
     #[allow(dead_code)]
     acp: Option<toml::Table>,
     /// `[profiles.NAME]`, the MCP gateway's (`switchboard mcp --profile`,
-    /// `crates/tools` `consumer/profile.rs`), which reads and checks them.
+    /// `crates/tools` `consumer/profile.rs`), which reads and checks them;
+    /// the hub only checks that a principal's `profile` names one.
     #[serde(default)]
-    #[allow(dead_code)]
     profiles: Option<toml::Table>,
 }
 
@@ -225,6 +225,9 @@ const MAX_LOGIN_CODE_SECONDS: u64 = 600;
 struct PrincipalSection {
     token: Option<String>,
     token_file: Option<PathBuf>,
+    /// The `[profiles.NAME]` this principal's MCP sessions over HTTP are
+    /// held to (the gateway's `/mcp`); it cannot choose another.
+    profile: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -246,6 +249,8 @@ pub struct Config {
     pub dashboard: DashboardConfig,
     /// `(name, token)`.
     pub principals: Vec<(String, String)>,
+    /// `(principal, profile)`: principals bound to a `[profiles.NAME]`.
+    pub principal_profiles: Vec<(String, String)>,
     pub grants: Vec<Grant>,
     /// `[modules.NAME]`, by name.
     pub modules: Vec<ModuleSpec>,
@@ -302,6 +307,7 @@ impl Config {
         };
 
         let mut principals = Vec::with_capacity(file.principals.len());
+        let mut principal_profiles = Vec::new();
         for (name, section) in file.principals {
             let problem = |problem: &str| ConfigError::Principal {
                 path: path.to_owned(),
@@ -348,6 +354,18 @@ impl Config {
             }
             if principals.iter().any(|(_, other)| *other == token) {
                 return Err(problem("the token is the same as another principal's"));
+            }
+            if let Some(profile) = section.profile {
+                let known = file
+                    .profiles
+                    .as_ref()
+                    .is_some_and(|p| p.contains_key(&profile));
+                if !known {
+                    return Err(problem(&format!(
+                        "profile = {profile:?} names no [profiles.{profile}] in this file"
+                    )));
+                }
+                principal_profiles.push((name.clone(), profile));
             }
             principals.push((name, token));
         }
@@ -408,6 +426,7 @@ impl Config {
             log_payloads: file.hub.log_payloads,
             dashboard,
             principals,
+            principal_profiles,
             grants,
             modules,
             federation,
@@ -423,6 +442,7 @@ impl Config {
             self.allow_unverified,
             self.allowed_origins.clone(),
         )
+        .with_profiles(self.principal_profiles.iter().cloned().collect())
     }
 }
 

@@ -280,3 +280,35 @@ fn an_acp_section_is_left_to_switchboard_acp() {
     .unwrap();
     assert_eq!(config.limits.max_connections, 7);
 }
+
+#[test]
+fn a_principal_may_be_bound_to_a_profile_of_the_same_file() {
+    let config = parse(
+        r#"
+        [profiles.coding]
+        include = ["git__*"]
+        [principals.laptop]
+        token = "laptop-token-0123"
+        profile = "coding"
+        [principals.free]
+        token = "free-token-012345"
+        "#,
+    )
+    .unwrap();
+    let policy = config.policy("d-token");
+    assert_eq!(policy.profile_of("laptop"), Some("coding"));
+    assert_eq!(policy.profile_of("free"), None);
+    let error = parse(
+        r#"
+        [principals.laptop]
+        token = "laptop-token-0123"
+        profile = "nowhere"
+        "#,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("laptop") && error.contains("[profiles.nowhere]"),
+        "{error}"
+    );
+}

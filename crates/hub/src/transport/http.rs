@@ -139,6 +139,10 @@ pub(crate) fn router(hub: Arc<HubState>) -> Router {
     if let Some(pages) = hub.observer.get().and_then(|observer| observer.routes()) {
         routes = routes.merge(pages);
     }
+    // An endpoint add-on's routes (the MCP gateway's `/mcp`), likewise.
+    if let Some(endpoint) = hub.endpoint.get() {
+        routes = routes.merge(endpoint.routes.clone());
+    }
     routes
         .fallback(fallback)
         .layer(middleware::from_fn_with_state(hub, guard))
@@ -164,7 +168,8 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
     response
 }
 
-/// What the remote listener serves: the upgrade and the health check.
+/// What the remote listener serves: the upgrade and the health check (and
+/// the endpoint add-on's `remote_paths`, which authenticate themselves).
 const REMOTE_PATHS: [&str; 2] = ["/", "/healthz"];
 
 /// The browser defences: a 403 for a non-loopback Host on a loopback
@@ -202,7 +207,12 @@ fn refusal(hub: &HubState, request: &Request) -> Option<Response> {
     // nothing that answers without a token (`/metrics` names modules and
     // hubs; the dashboard's pages and login are the hub owner's, on
     // loopback).
-    if remote && !REMOTE_PATHS.contains(&request.uri().path()) {
+    let path = request.uri().path();
+    let endpoint_serves = hub
+        .endpoint
+        .get()
+        .is_some_and(|endpoint| endpoint.remote_paths.contains(&path));
+    if remote && !REMOTE_PATHS.contains(&path) && !endpoint_serves {
         return Some(text(
             StatusCode::NOT_FOUND,
             "not served on the remote listener\n",

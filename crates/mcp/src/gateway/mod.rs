@@ -48,6 +48,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 pub use switchboard_tools::consumer::naming::SEPARATOR;
+pub(crate) use wire::MAX_LINE;
 
 use crate::Error;
 use progress::ProgressRelay;

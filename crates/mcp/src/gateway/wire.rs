@@ -29,7 +29,7 @@ use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
 pub(crate) const TASK_META: &str = "switchboard/task";
 
 /// The longest line read or written.
-const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// The pipe between the pumps and rmcp.
 const PIPE_BYTES: usize = 256 * 1024;

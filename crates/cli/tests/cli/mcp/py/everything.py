@@ -4,6 +4,10 @@ the hub under NAMESPACE. Run by crates/cli/tests/cli/mcp_clients.rs:
 
     python3 everything.py SWITCHBOARD_BIN HUB_DIR NAMESPACE
 
+With SWITCHBOARD_MCP_URL (and SWITCHBOARD_MCP_TOKEN) in its environment it
+speaks Streamable HTTP to the hub's own gateway at that URL instead of
+starting `switchboard mcp` on stdio.
+
 Every check runs; each failure is printed as `FAILED: <check>: <why>`, and the
 script exits 1 if any failed (0 and `all checks passed` otherwise).
 """
@@ -16,7 +20,7 @@ import warnings
 import anyio
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from transport import transport
 
 # The client warns that subscriptions and logging are deprecated as of
 # 2026-07-28; this session negotiates 2025-11-25, where they are not.
@@ -311,8 +315,8 @@ CHECKS = [
 
 
 async def main():
-    server = StdioServerParameters(command=SWITCHBOARD, args=["mcp", "--dir", HUB_DIR])
-    async with stdio_client(server) as (read, write):
+    async with transport(SWITCHBOARD, HUB_DIR) as streams:
+        read, write = streams[0], streams[1]
         async with ClientSession(
             read,
             write,

@@ -8,6 +8,9 @@ to the other client). Run by crates/cli/tests/cli/mcp_clients.rs:
 
     python3 two_clients.py SWITCHBOARD_BIN HUB_DIR NAMESPACE
 
+Over Streamable HTTP (SWITCHBOARD_MCP_URL, `transport.py`) both clients are
+sessions of one gateway in the hub, sharing its consumer.
+
 Prints `FAILED: <check>: <why>` and exits 1 on a failure.
 """
 
@@ -17,7 +20,7 @@ from contextlib import AsyncExitStack
 import anyio
 import mcp_types as types
 from mcp import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from transport import transport
 
 SWITCHBOARD, HUB_DIR, NS = sys.argv[1], sys.argv[2], sys.argv[3]
 ROUNDS = 3
@@ -47,8 +50,8 @@ async def main():
     async with AsyncExitStack() as stack:
         sessions = {}
         for name in asked:
-            server = StdioServerParameters(command=SWITCHBOARD, args=["mcp", "--dir", HUB_DIR])
-            read, write = await stack.enter_async_context(stdio_client(server))
+            streams = await stack.enter_async_context(transport(SWITCHBOARD, HUB_DIR))
+            read, write = streams[0], streams[1]
             session = await stack.enter_async_context(
                 ClientSession(read, write, sampling_callback=sampler(name, asked[name]))
             )
