@@ -19,6 +19,11 @@ pub struct McpArgs {
     /// hub leaves [profiles] to this command).
     #[arg(long, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
+    /// List two tools, search_tools and call_tool, instead of every tool
+    /// (as a profile's tool_search = true does): for hosts whose model
+    /// should not carry every tool's definition.
+    #[arg(long)]
+    tool_search: bool,
 }
 
 pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
@@ -28,6 +33,11 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
     let profile = match (&args.profile, &args.config) {
         (Some(name), Some(config)) => Some(Profile::load(config, name)?),
         _ => None,
+    };
+    let profile = match (profile, args.tool_search) {
+        (Some(profile), true) => Some(profile.with_tool_search()),
+        (None, true) => Some(Profile::everything().with_tool_search()),
+        (profile, false) => profile,
     };
     let options = switchboard_mcp::GatewayOptions { endpoint, profile };
     switchboard_mcp::run_gateway(options).await?;

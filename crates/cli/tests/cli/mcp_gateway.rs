@@ -409,7 +409,8 @@ async fn a_call_key_in_meta_is_fenced_and_a_plain_call_is_not() {
 /// tools, under its names; an unknown profile is refused at start, naming
 /// the ones there are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_profile_in_the_hubs_config_narrows_and_renames_the_gateways_tools() {
+async fn a_profile_in_the_hubs_config_narrows_and_renames_the_gateways_tools_and_tool_search_lists_two(
+) {
     let config = format!(
         "[modules.fs]\nmcp = [{}]\n\n[profiles.echo-only]\ninclude = [\"fs__echo\"]\nrename = {{ \"fs__echo\" = \"say\" }}\n",
         toml_string(&test_server_bin().to_string_lossy())
@@ -442,6 +443,31 @@ async fn a_profile_in_the_hubs_config_narrows_and_renames_the_gateways_tools() {
         .await
         .is_err());
     narrow.close().await;
+
+    // --tool-search: two tools listed, the rest found and called through them.
+    let searching = gateway_with_args(hub.dir(), &["--tool-search"]).await;
+    let names = searching
+        .wait_for_tools("search_tools", |names| !names.is_empty())
+        .await;
+    assert_eq!(names, ["search_tools", "call_tool"]);
+    let found = searching
+        .call("search_tools", json!({"query": "echo some text back"}))
+        .await
+        .unwrap();
+    assert!(
+        text_of(&found).contains("\"fs__echo\""),
+        "{}",
+        text_of(&found)
+    );
+    let said = searching
+        .call(
+            "call_tool",
+            json!({"name": "fs__echo", "arguments": {"text": "found"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&said), "found");
+    searching.close().await;
 
     let unknown = switchboard(&[
         "mcp",

@@ -28,6 +28,7 @@ mod errors;
 mod handler;
 pub mod logging;
 mod progress;
+pub mod search;
 mod service;
 mod session;
 mod stdio;
@@ -159,6 +160,12 @@ impl Gateway {
             definition.insert("name".into(), Value::String(shown.to_owned()));
         }
         Some(Value::Object(definition))
+    }
+
+    /// Whether sessions list `search_tools` and `call_tool` instead of
+    /// every tool (`search.rs`).
+    pub(crate) fn tool_search(&self) -> bool {
+        self.profile.as_ref().is_some_and(Profile::tool_search)
     }
 
     /// The exposed name of what a session named `shown`, if its profile

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use switchboard_tools::consumer::{fresh_call_key, RequestContext as CallContext, ToolTable};
 
 use super::errors::{answer_to_mcp, tool_error, unknown_tool};
+use super::search::{self, ToolIndex, CALL_TOOL, SEARCH_TOOL};
 use super::session::Session;
 use super::wire::TASK_META;
 use super::Gateway;
@@ -50,6 +51,8 @@ pub(crate) fn request_id_text(id: &NumberOrString) -> String {
 pub(crate) struct Listed {
     table: Arc<ToolTable>,
     definitions: Arc<[Value]>,
+    /// Built on the first search of this table (tool search).
+    index: Option<Arc<ToolIndex>>,
 }
 
 impl Gateway {
@@ -72,24 +75,100 @@ impl Gateway {
         *listed = Some(Listed {
             table,
             definitions: definitions.clone(),
+            index: None,
         });
         definitions
     }
+
+    /// The current definitions, ready to search.
+    fn index(&self) -> Arc<ToolIndex> {
+        let definitions = self.definitions();
+        let mut listed = self.listed.lock();
+        match listed.as_mut() {
+            Some(listed) if Arc::ptr_eq(&listed.definitions, &definitions) => listed
+                .index
+                .get_or_insert_with(|| Arc::new(ToolIndex::build(definitions)))
+                .clone(),
+            // The table changed meanwhile: this search uses what it listed.
+            _ => Arc::new(ToolIndex::build(definitions)),
+        }
+    }
+
+    /// Whether a tool shown as in `definition` is listed beside
+    /// `search_tools` and `call_tool` (its profile pins it).
+    fn pinned(&self, definition: &Value) -> bool {
+        let hub_name = definition["name"]
+            .as_str()
+            .and_then(|name| self.exposed(name));
+        match (&self.profile, hub_name) {
+            (Some(profile), Some(name)) => profile.pins(name),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a client is shown a tool: one whose `execution.taskSupport` is
+/// `"required"` only if it declared tasks.
+fn shown_to(tasks: bool, tool: &Value) -> bool {
+    tasks || tool["execution"]["taskSupport"] != "required"
 }
 
 impl Session {
     /// `tools/list`: a tool whose `execution.taskSupport` is `"required"`
     /// only for a client that declared tasks.
+    /// With tool search, `search_tools`, `call_tool` and the pinned tools.
     pub(crate) fn list_tools(&self, context: &RequestContext<RoleServer>) -> Value {
         let tasks = self.declares_tasks(context);
-        let tools: Vec<Value> = self
-            .gateway
-            .definitions()
-            .iter()
-            .filter(|tool| tasks || tool["execution"]["taskSupport"] != "required")
-            .cloned()
-            .collect();
+        let definitions = self.gateway.definitions();
+        let shown = definitions.iter().filter(|tool| shown_to(tasks, tool));
+        let tools: Vec<Value> = if self.gateway.tool_search() {
+            let pinned = shown.filter(|tool| self.gateway.pinned(tool)).cloned();
+            search::meta_tools().into_iter().chain(pinned).collect()
+        } else {
+            shown.cloned().collect()
+        };
         json!({ "tools": tools })
+    }
+
+    /// `search_tools`: the best matches for the query among the tools this
+    /// client could be listed, with their definitions.
+    fn search_tools(
+        &self,
+        arguments: Option<rmcp::model::JsonObject>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<Value, ErrorData> {
+        let arguments = arguments.unwrap_or_default();
+        let Some(query) = arguments.get("query").and_then(Value::as_str) else {
+            return Err(ErrorData::invalid_params(
+                "search_tools needs a query: what you want to do, as a string",
+                None,
+            ));
+        };
+        let limit = match arguments.get("limit") {
+            None => search::DEFAULT_RESULTS,
+            Some(limit) => match limit.as_u64() {
+                Some(n @ 1..) => (n as usize).min(search::MAX_RESULTS),
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "search_tools: limit must be an integer from 1 to {}",
+                            search::MAX_RESULTS
+                        ),
+                        None,
+                    ))
+                }
+            },
+        };
+        let tasks = self.declares_tasks(context);
+        let found = self
+            .gateway
+            .index()
+            .search(query, limit, |tool| shown_to(tasks, tool));
+        let found = json!({ "tools": found });
+        Ok(json!({
+            "content": [{"type": "text", "text": found.to_string()}],
+            "structuredContent": found,
+        }))
     }
 
     /// `tools/call`. A version-2 provider gets `client` and the request's
@@ -98,9 +177,16 @@ impl Session {
     /// the hub's longest timeout is only the backstop.
     pub(crate) async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        mut request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<Value, ErrorData> {
+        if self.gateway.tool_search() {
+            match request.name.as_ref() {
+                SEARCH_TOOL => return self.search_tools(request.arguments, &context),
+                CALL_TOOL => request = called(request)?,
+                _ => {}
+            }
+        }
         let tool = self
             .gateway
             .exposed(&request.name)
@@ -159,4 +245,28 @@ impl Session {
             }
         }
     }
+}
+
+/// The call `call_tool` asks for: its `name` with its `arguments`.
+fn called(mut request: CallToolRequestParams) -> Result<CallToolRequestParams, ErrorData> {
+    let mut arguments = request.arguments.take().unwrap_or_default();
+    let Some(Value::String(name)) = arguments.remove("name") else {
+        return Err(ErrorData::invalid_params(
+            "call_tool needs name: the tool's name, as search_tools gave it",
+            None,
+        ));
+    };
+    let inner = match arguments.remove("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(inner)) => Some(inner),
+        Some(_) => {
+            return Err(ErrorData::invalid_params(
+                "call_tool: arguments must be an object",
+                None,
+            ))
+        }
+    };
+    request.name = name.into();
+    request.arguments = inner;
+    Ok(request)
 }

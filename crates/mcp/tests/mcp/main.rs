@@ -8,4 +8,5 @@ mod support;
 mod callbacks;
 mod profiles;
 mod surface;
+mod tool_search;
 mod versions;

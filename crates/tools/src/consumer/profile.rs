@@ -6,6 +6,8 @@
 //! include = ["git__*", "everything__echo"]   # globs; absent: everything
 //! exclude = ["*__delete*"]                   # globs; applied after include
 //! rename = { "everything__echo" = "echo" }   # the hub's name → the name shown
+//! tool_search = true                         # list search_tools and call_tool instead
+//! pinned = ["git__status"]                   # globs: listed beside them all the same
 //! ```
 //!
 //! Globs (`globset`'s syntax: `*`, `?`, `[...]`, `{a,b}`) match the names
@@ -60,6 +62,10 @@ struct Section {
     exclude: Vec<String>,
     #[serde(default)]
     rename: BTreeMap<String, String>,
+    #[serde(default)]
+    tool_search: bool,
+    #[serde(default)]
+    pinned: Vec<String>,
 }
 
 /// One profile, checked.
@@ -73,6 +79,10 @@ pub struct Profile {
     shown: HashMap<String, String>,
     /// The name shown → the hub's name.
     hub: HashMap<String, String>,
+    /// List `search_tools` and `call_tool` instead of every tool.
+    tool_search: bool,
+    /// With tool search, the tools listed all the same (hub names).
+    pinned: GlobSet,
 }
 
 impl Profile {
@@ -114,6 +124,13 @@ impl Profile {
             .transpose()
             .map_err(invalid)?;
         let exclude = globs("exclude", &section.exclude).map_err(invalid)?;
+        let pinned = globs("pinned", &section.pinned).map_err(invalid)?;
+        if !section.pinned.is_empty() && !section.tool_search {
+            return Err(invalid(
+                "pinned names the tools listed beside search_tools; it needs tool_search = true"
+                    .into(),
+            ));
+        }
         let mut hub = HashMap::new();
         for (from, to) in &section.rename {
             if !valid_name(to) {
@@ -133,11 +150,44 @@ impl Profile {
             exclude,
             shown: section.rename.into_iter().collect(),
             hub,
+            tool_search: section.tool_search,
+            pinned,
         })
+    }
+
+    /// Every tool and prompt under its own name (`switchboard mcp
+    /// --tool-search` without `--profile`).
+    pub fn everything() -> Profile {
+        Profile {
+            name: "everything".to_owned(),
+            include: None,
+            exclude: GlobSet::empty(),
+            shown: HashMap::new(),
+            hub: HashMap::new(),
+            tool_search: false,
+            pinned: GlobSet::empty(),
+        }
+    }
+
+    /// The same profile with tool search on.
+    pub fn with_tool_search(mut self) -> Profile {
+        self.tool_search = true;
+        self
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether clients get `search_tools` and `call_tool` instead of the
+    /// whole list.
+    pub fn tool_search(&self) -> bool {
+        self.tool_search
+    }
+
+    /// Whether the hub's tool `name` is listed beside them all the same.
+    pub fn pins(&self, name: &str) -> bool {
+        self.pinned.is_match(name)
     }
 
     /// Whether the profile keeps the hub's `name`.
@@ -256,5 +306,25 @@ rename = { "everything__echo" = "echo" }
         assert!(bad.to_string().contains("1 to 128"), "{bad}");
         let key = profile("[profiles.a]\nincluded = []\n", "a").unwrap_err();
         assert!(key.to_string().contains("unknown field"), "{key}");
+    }
+
+    #[test]
+    fn tool_search_and_its_pinned_tools() {
+        let searching = profile(
+            "[profiles.s]\ntool_search = true\npinned = [\"git__status\", \"fs__read*\"]\n",
+            "s",
+        )
+        .unwrap();
+        assert!(searching.tool_search());
+        assert!(searching.pins("git__status") && searching.pins("fs__read_file"));
+        assert!(!searching.pins("git__log"));
+        let plain = profile("[profiles.p]\n", "p").unwrap();
+        assert!(!plain.tool_search() && !plain.pins("git__status"));
+        assert!(Profile::everything().with_tool_search().tool_search());
+        let stray = profile("[profiles.p]\npinned = [\"git__*\"]\n", "p").unwrap_err();
+        assert!(
+            stray.to_string().contains("needs tool_search = true"),
+            "{stray}"
+        );
     }
 }
