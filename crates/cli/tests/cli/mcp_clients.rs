@@ -369,6 +369,29 @@ async fn the_typescript_client_runs_a_task_required_tool_as_a_task() {
 /// `dir`: its JSON answer. The Inspector starts the gateway itself, with
 /// only the environment MCP's SDK passes a server (so `--dir`).
 async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let mut target = vec![switchboard_binary().into_os_string()];
+    target.extend(["mcp".into(), "--dir".into(), dir.as_os_str().to_owned()]);
+    run_inspector(&target, args).await
+}
+
+/// The Inspector CLI against the hub's own `/mcp` over Streamable HTTP.
+async fn inspector_over_http(dir: &Path, args: &[&str]) -> serde_json::Value {
+    let info = read_hub_json(dir).expect("the hub wrote hub.json");
+    let authorization = format!("Authorization: Bearer {}", info["token"].as_str().unwrap());
+    let target: Vec<std::ffi::OsString> = vec![
+        info["mcp_url"]
+            .as_str()
+            .expect("hub.json names mcp_url")
+            .into(),
+        "--transport".into(),
+        "http".into(),
+        "--header".into(),
+        authorization.into(),
+    ];
+    run_inspector(&target, args).await
+}
+
+async fn run_inspector(target: &[std::ffi::OsString], args: &[&str]) -> serde_json::Value {
     let bin = mcp_dir().join("js/node_modules/.bin/mcp-inspector");
     assert!(
         bin.exists(),
@@ -379,9 +402,7 @@ async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
     let mut command = tokio::process::Command::new(bin);
     command
         .arg("--cli")
-        .arg(switchboard_binary())
-        .args(["mcp", "--dir"])
-        .arg(dir)
+        .args(target)
         .args(args)
         // Its catalog of servers goes here, not to the user's home.
         .env("MCP_CATALOG_PATH", home.path().join("mcp.json"))
@@ -390,6 +411,44 @@ async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap_or_else(|error| {
         panic!("mcp-inspector {args:?} printed no JSON ({error}): {stdout}")
     })
+}
+
+/// The Inspector CLI with the hub's `/mcp` as its server URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_cli_lists_calls_and_gets_over_the_hubs_http_gateway() {
+    let hub = Everything::provided("everything").await;
+    let dir = hub.dir();
+    let tools = inspector_over_http(dir, &["--method", "tools/list"]).await;
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect();
+    assert!(names.contains(&"everything__echo"), "{names:?}");
+    let echo = [
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "everything__echo",
+        "--tool-arg",
+        "message=over http",
+    ];
+    let answer = inspector_over_http(dir, &echo).await;
+    assert_eq!(answer["content"][0]["text"], "Echo: over http", "{answer}");
+    let prompt = [
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "everything__args-prompt",
+        "--prompt-args",
+        "city=Porto",
+    ];
+    let got = inspector_over_http(dir, &prompt).await;
+    let text = got["messages"][0]["content"]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("Porto"), "{got}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
