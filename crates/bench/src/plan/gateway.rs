@@ -1,5 +1,7 @@
 //! Workload 8: the MCP gateway. The hub (Unix) column is a `tools/call`
-//! through `switchboard mcp` → hub → `provide-mcp` → the server; the floor
+//! through `switchboard mcp` → hub → `provide-mcp` → the server; the hub
+//! (WS) column the same call through the hub's own `/mcp` over Streamable
+//! HTTP (its HTTP port) → hub → `provide-mcp` → the server; the floor
 //! column is the same client calling the same server directly over stdio,
 //! so hub − floor is what the gateway adds. Memory: five clients sharing
 //! three servers hosted on the hub (hub column) against five clients each
@@ -15,12 +17,12 @@ use crate::measure::{Measurement, Take, Taken};
 use crate::report::{Format, Report, Row, TargetCheck};
 use crate::systems::System;
 use crate::workloads::gateway::{
-    call_latencies, total_rss_kib, HostedServers, ServerCommand, StdioMcp,
+    call_latencies, total_rss_kib, HostedServers, HttpMcp, ServerCommand, StdioMcp,
 };
 use switchboard_testkit::procfs;
 
 pub(super) const GATEWAY: &str =
-    "8. MCP gateway (hub column: client → switchboard mcp → hub → provide-mcp → server; floor column: client → server over stdio)";
+    "8. MCP gateway (hub (Unix) column: client → switchboard mcp → hub → provide-mcp → server; hub (WS) column: client → the hub's /mcp over HTTP → provide-mcp → server; floor column: client → server over stdio)";
 pub(super) const P50: &str = "tools/call p50 µs";
 pub(super) const P99: &str = "tools/call p99 µs";
 pub(super) const MEMORY: &str = "5 clients × 3 servers: total RSS MiB (hub: shared through the gateway; floor: each client its own)";
@@ -77,6 +79,25 @@ pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
             Ok(latency_taken(&latency))
         },
     );
+    let over_http = Take::new(
+        System::HubWs,
+        format!("{GATEWAY} call through /mcp"),
+        0..2,
+        move |_run| async move {
+            let server = test_server(plan);
+            let hosted =
+                HostedServers::start(&plan.bins.hub, std::slice::from_ref(&server)).await?;
+            let info = &hosted.hub.info;
+            let url = info
+                .mcp_url
+                .as_deref()
+                .context("hub.json names no mcp_url")?;
+            let mut client = HttpMcp::start(url, &info.token).await?;
+            client.wait_for_tool("s0__echo").await?;
+            let latency = call_latencies(&mut client, "s0__echo", duration).await?;
+            Ok(latency_taken(&latency))
+        },
+    );
     let direct = Take::new(
         System::Floor,
         format!("{GATEWAY} call over stdio"),
@@ -91,7 +112,7 @@ pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
     );
     Measurement {
         rows,
-        takes: vec![through, direct],
+        takes: vec![through, over_http, direct],
     }
     .record(plan.runs, report)
     .await;
@@ -206,6 +227,19 @@ pub(super) fn targets(report: &Report) -> Vec<TargetCheck> {
                 "added p50 {} µs, p99 {} µs",
                 Format::Decimal(1).show_or_dash(added_p50),
                 Format::Decimal(1).show_or_dash(added_p99)
+            ),
+        });
+        let over_http = |row: &Row| Some(row.median(System::HubWs)? - row.median(System::Floor)?);
+        let (http_p50, http_p99) = (over_http(p50), over_http(p99));
+        checks.push(TargetCheck {
+            target: format!(
+                "MCP gateway over HTTP (/mcp in the hub): a tools/call adds at most {ADDED_P50_TARGET_US:.0} µs at p50"
+            ),
+            met: http_p50.map(|a| a <= ADDED_P50_TARGET_US),
+            detail: format!(
+                "added p50 {} µs, p99 {} µs",
+                Format::Decimal(1).show_or_dash(http_p50),
+                Format::Decimal(1).show_or_dash(http_p99)
             ),
         });
     }

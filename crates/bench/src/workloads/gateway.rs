@@ -7,6 +7,9 @@
 //! The client is a lean MCP client over a child's stdio, the same for both
 //! paths: it writes one request line and reads lines until the answer with
 //! its id, reading only the `id` member (what an MCP host does at least).
+//! Beside them, the same calls through the hub's own `/mcp` over
+//! Streamable HTTP ([`HttpMcp`]: one POST per call on a fresh connection,
+//! as the hub's port serves one request per socket, answered as JSON).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -160,10 +163,143 @@ impl StdioMcp {
     }
 }
 
+/// What the latency loop needs of an MCP client.
+#[allow(
+    async_fn_in_trait,
+    reason = "the bench's own trait, awaited in place; no Send bound needed"
+)]
+pub trait McpRequests {
+    /// Sends a request and returns its answer's text (an error answer is
+    /// an error).
+    async fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<String>;
+}
+
+impl McpRequests for StdioMcp {
+    async fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<String> {
+        StdioMcp::request(self, method, params).await
+    }
+}
+
+/// An MCP client of the hub's `/mcp` over Streamable HTTP, in a session.
+pub struct HttpMcp {
+    address: std::net::SocketAddr,
+    path: String,
+    token: String,
+    session: String,
+    next_id: u64,
+    buf: Vec<u8>,
+}
+
+impl HttpMcp {
+    /// `initialize` (and `notifications/initialized`) at `mcp_url`
+    /// (`http://127.0.0.1:PORT/mcp`) with the bearer `token`.
+    pub async fn start(mcp_url: &str, token: &str) -> anyhow::Result<Self> {
+        let rest = mcp_url
+            .strip_prefix("http://")
+            .with_context(|| format!("{mcp_url} is not an http:// URL"))?;
+        let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let mut client = HttpMcp {
+            address: address.parse().context("mcp_url's address")?,
+            path: path.to_owned(),
+            token: token.to_owned(),
+            session: String::new(),
+            next_id: 0,
+            buf: Vec::with_capacity(8192),
+        };
+        let params = json!({"protocolVersion": PROTOCOL_VERSION, "capabilities": {},
+                            "clientInfo": {"name": "switchboard-bench", "version": "0"}});
+        let initialize =
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
+        let head = tokio::time::timeout(SETUP_TIMEOUT, client.post(&initialize.to_string()))
+            .await
+            .context("initialize took too long")??;
+        client.session = head
+            .lines()
+            .find_map(|line| {
+                let (name, value) = line.split_once(':')?;
+                name.eq_ignore_ascii_case("mcp-session-id")
+                    .then(|| value.trim().to_owned())
+            })
+            .context("initialize was answered without Mcp-Session-Id")?;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        client.post(&initialized.to_string()).await?;
+        Ok(client)
+    }
+
+    /// POSTs `body`, reads the whole answer (the hub closes the socket) into
+    /// `buf`, and returns the head; the body is `buf` after it.
+    async fn post(&mut self, body: &str) -> anyhow::Result<String> {
+        use tokio::io::AsyncReadExt;
+        let mut stream = tokio::net::TcpStream::connect(self.address).await?;
+        stream.set_nodelay(true)?;
+        let mut request = format!(
+            "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
+             Accept: application/json\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n",
+            self.path,
+            self.address,
+            self.token,
+            body.len()
+        );
+        if !self.session.is_empty() {
+            request.push_str(&format!("Mcp-Session-Id: {}\r\n", self.session));
+        }
+        request.push_str("\r\n");
+        request.push_str(body);
+        stream.write_all(request.as_bytes()).await?;
+        self.buf.clear();
+        stream.read_to_end(&mut self.buf).await?;
+        let end = self
+            .buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .context("an HTTP answer without a head")?;
+        let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
+        if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.1 202") {
+            bail!("/mcp answered {}", head.lines().next().unwrap_or_default());
+        }
+        self.buf.drain(..end + 4);
+        Ok(head)
+    }
+
+    pub async fn wait_for_tool(&mut self, name: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + SETUP_TIMEOUT;
+        let quoted = format!("\"{name}\"");
+        loop {
+            if self
+                .request("tools/list", &json!({}))
+                .await?
+                .contains(&quoted)
+            {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                bail!("{name} was not listed within {SETUP_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl McpRequests for HttpMcp {
+    async fn request(&mut self, method: &str, params: &Value) -> anyhow::Result<String> {
+        self.next_id += 1;
+        let request =
+            json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
+        self.post(&request.to_string()).await?;
+        let answer: Answer<'_> =
+            serde_json::from_slice(&self.buf).context("/mcp answered no JSON-RPC message")?;
+        if let Some(error) = answer.error {
+            bail!("/mcp answered with an error: {}", error.get());
+        }
+        Ok(String::from_utf8_lossy(&self.buf).into_owned())
+    }
+}
+
 /// The latencies of sequential `tools/call`s of `tool` for `duration`
 /// (after a warm-up), in nanoseconds.
 pub async fn call_latencies(
-    client: &mut StdioMcp,
+    client: &mut impl McpRequests,
     tool: &str,
     duration: Duration,
 ) -> anyhow::Result<Histogram<u64>> {
@@ -194,7 +330,8 @@ impl HostedServers {
         let hub = HubProcess::start(HubLaunch {
             bin: hub_bin,
             cpu: None,
-            ws: false,
+            // The HTTP port serves `/mcp` (the HTTP gateway's latency).
+            ws: true,
             wrapper: Vec::new(),
             startup: Duration::from_secs(10),
             args: Vec::new(),
