@@ -41,6 +41,11 @@ pub struct Endpoint {
     pub remote_paths: Vec<&'static str>,
     /// The path `hub.json` names as `mcp_url` on the HTTP port.
     pub mcp_path: Option<&'static str>,
+    /// The paths whose answers keep their connection open for the next
+    /// request (HTTP/1.1 keep-alive; every other answer of the port closes
+    /// its socket). An idle kept connection is closed after the port's
+    /// head timeout, and holds its connection slot meanwhile.
+    pub keep_alive_paths: Vec<&'static str>,
 }
 
 /// An endpoint's handle on the hub. Weak: the hub holds its endpoint's

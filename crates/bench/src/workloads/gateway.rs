@@ -8,8 +8,8 @@
 //! paths: it writes one request line and reads lines until the answer with
 //! its id, reading only the `id` member (what an MCP host does at least).
 //! Beside them, the same calls through the hub's own `/mcp` over
-//! Streamable HTTP ([`HttpMcp`]: one POST per call on a fresh connection,
-//! as the hub's port serves one request per socket, answered as JSON).
+//! Streamable HTTP ([`HttpMcp`]: one POST per call on one kept
+//! connection, answered as JSON).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -183,6 +183,9 @@ impl McpRequests for StdioMcp {
 /// An MCP client of the hub's `/mcp` over Streamable HTTP, in a session.
 pub struct HttpMcp {
     address: std::net::SocketAddr,
+    /// The kept connection (`None` until the first request, or after the
+    /// hub closed it).
+    stream: Option<tokio::net::TcpStream>,
     path: String,
     token: String,
     session: String,
@@ -200,6 +203,7 @@ impl HttpMcp {
         let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let mut client = HttpMcp {
             address: address.parse().context("mcp_url's address")?,
+            stream: None,
             path: path.to_owned(),
             token: token.to_owned(),
             session: String::new(),
@@ -226,12 +230,11 @@ impl HttpMcp {
         Ok(client)
     }
 
-    /// POSTs `body`, reads the whole answer (the hub closes the socket) into
-    /// `buf`, and returns the head; the body is `buf` after it.
+    /// POSTs `body` on the kept connection (a new one if there is none),
+    /// reads the answer's head and its `Content-Length` body into `buf`,
+    /// and returns the head; the body is `buf` after it.
     async fn post(&mut self, body: &str) -> anyhow::Result<String> {
         use tokio::io::AsyncReadExt;
-        let mut stream = tokio::net::TcpStream::connect(self.address).await?;
-        stream.set_nodelay(true)?;
         let mut request = format!(
             "POST {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\
              Accept: application/json\r\nContent-Type: application/json\r\n\
@@ -246,17 +249,48 @@ impl HttpMcp {
         }
         request.push_str("\r\n");
         request.push_str(body);
+        let mut stream = match self.stream.take() {
+            Some(stream) => stream,
+            None => {
+                let stream = tokio::net::TcpStream::connect(self.address).await?;
+                stream.set_nodelay(true)?;
+                stream
+            }
+        };
         stream.write_all(request.as_bytes()).await?;
         self.buf.clear();
-        stream.read_to_end(&mut self.buf).await?;
-        let end = self
-            .buf
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .context("an HTTP answer without a head")?;
+        let (end, length) = loop {
+            if stream.read_buf(&mut self.buf).await? == 0 {
+                bail!("/mcp closed the connection before its answer");
+            }
+            let Some(end) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&self.buf[..end]);
+            let length = head
+                .lines()
+                .find_map(|line| {
+                    let (name, value) = line.split_once(':')?;
+                    if name.eq_ignore_ascii_case("content-length") {
+                        value.trim().parse::<usize>().ok()
+                    } else {
+                        None
+                    }
+                })
+                .context("an answer without Content-Length")?;
+            break (end, length);
+        };
+        while self.buf.len() < end + 4 + length {
+            if stream.read_buf(&mut self.buf).await? == 0 {
+                bail!("/mcp closed the connection inside its answer");
+            }
+        }
         let head = String::from_utf8_lossy(&self.buf[..end]).into_owned();
         if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.1 202") {
             bail!("/mcp answered {}", head.lines().next().unwrap_or_default());
+        }
+        if !head.to_ascii_lowercase().contains("connection: close") {
+            self.stream = Some(stream);
         }
         self.buf.drain(..end + 4);
         Ok(head)

@@ -287,6 +287,13 @@ async fn the_http_gateway_refuses_what_it_must_and_keeps_serving() {
         .send(mcp.post(Some(&token), Some(&session)).body(padded(LIMIT)))
         .await;
     assert_eq!(at_limit.status, StatusCode::OK);
+    // `/mcp` keeps its connection for the next request; the port's other
+    // paths close theirs.
+    let kept = at_limit
+        .headers
+        .get("connection")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert_ne!(kept.as_deref(), Some("close"));
     assert_eq!(at_limit.answer(1)["result"], json!({}));
     let over = mcp
         .send(

@@ -1,7 +1,9 @@
 //! The HTTP port (the one `hub.json` names as `ws`): `GET /` upgrades to a
 //! WebSocket connection (`ws.rs`), `GET /metrics` and `GET /healthz` answer
 //! directly. HTTP itself is hyper's, one request per socket (every answer
-//! but an upgrade says `Connection: close`); routing is an axum `Router`,
+//! but an upgrade, and those of an endpoint add-on's `keep_alive_paths`,
+//! says `Connection: close`; a kept connection waits at most
+//! [`HEAD_TIMEOUT`] for its next request); routing is an axum `Router`,
 //! so further pages mount beside these routes.
 //!
 //! Bounded before any work: the accept loop takes a connection slot (or a
@@ -152,6 +154,11 @@ pub(crate) fn router(hub: Arc<HubState>) -> Router {
 /// refusals included, is `Cache-Control: no-store` (metrics and health are
 /// live) and closes its socket (one request per socket).
 async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -> Response {
+    // The endpoint add-on's paths that keep their connection (`/mcp`).
+    let keep_alive = hub
+        .endpoint
+        .get()
+        .is_some_and(|endpoint| endpoint.keep_alive_paths.contains(&request.uri().path()));
     let mut response = match refusal(&hub, &request) {
         Some(refused) => refused,
         None => next.run(request).await,
@@ -162,7 +169,7 @@ async fn guard(State(hub): State<Arc<HubState>>, request: Request, next: Next) -
     // One request per socket (see the module's comment); an upgrade keeps
     // its `Connection: Upgrade`. hyper's own `keep_alive(false)` would
     // overwrite that too.
-    if !upgraded {
+    if !upgraded && !keep_alive {
         headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
     response

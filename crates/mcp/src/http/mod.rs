@@ -84,6 +84,8 @@ pub fn attach(door: EndpointDoor, tasks: &TaskTracker) -> Endpoint {
         routes,
         remote_paths: vec![MCP_PATH, METADATA_PATH],
         mcp_path: Some(MCP_PATH),
+        // An MCP client makes many requests: each need not pay a connect.
+        keep_alive_paths: vec![MCP_PATH],
     }
 }
 
@@ -197,10 +199,18 @@ impl Front {
             profile: caller.profile.clone(),
             reloads: self.door.reloads(),
         };
+        // Counted as a session of the gateway from here; if this request
+        // is dropped before the session exists (its client went away
+        // while the gateway started), the count is given back.
+        let held = Held {
+            front: self,
+            key: Some(key.clone()),
+        };
         let gateway = self
             .consumers
             .acquire(&key, self.door.socket(), &caller.token, profile)
             .await;
+        held.hand_over();
         let id = keep.then(mint_token);
         let front = Arc::downgrade(self);
         let on_close = {
@@ -228,6 +238,27 @@ impl Front {
             }
         }
         Ok(session)
+    }
+}
+
+/// A gateway session counted before its HTTP session exists.
+struct Held<'a> {
+    front: &'a Front,
+    key: Option<ConsumerKey>,
+}
+
+impl Held<'_> {
+    /// The session exists now: its close gives the count back.
+    fn hand_over(mut self) {
+        self.key = None;
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key.take() {
+            self.front.consumers.release(&key);
+        }
     }
 }
 
