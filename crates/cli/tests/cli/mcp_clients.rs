@@ -374,6 +374,16 @@ async fn inspector(dir: &Path, args: &[&str]) -> serde_json::Value {
     run_inspector(&target, args).await
 }
 
+/// The names in a `tools/list` answer.
+fn tool_names(listed: &serde_json::Value) -> Vec<&str> {
+    listed["tools"]
+        .as_array()
+        .expect("a tools array")
+        .iter()
+        .filter_map(|tool| tool["name"].as_str())
+        .collect()
+}
+
 /// The Inspector CLI against the hub's own `/mcp` over Streamable HTTP.
 async fn inspector_over_http(dir: &Path, args: &[&str]) -> serde_json::Value {
     let info = read_hub_json(dir).expect("the hub wrote hub.json");
@@ -419,12 +429,7 @@ async fn the_mcp_inspector_cli_lists_calls_and_gets_over_the_hubs_http_gateway()
     let hub = Everything::provided("everything").await;
     let dir = hub.dir();
     let tools = inspector_over_http(dir, &["--method", "tools/list"]).await;
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool["name"].as_str())
-        .collect();
+    let names = tool_names(&tools);
     assert!(names.contains(&"everything__echo"), "{names:?}");
     let echo = [
         "--method",
@@ -457,12 +462,7 @@ async fn the_mcp_inspector_cli_lists_calls_reads_and_gets_through_the_gateway() 
     let dir = hub.dir();
 
     let tools = inspector(dir, &["--method", "tools/list"]).await;
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|tool| tool["name"].as_str())
-        .collect();
+    let names = tool_names(&tools);
     assert!(names.contains(&"everything__echo"), "{names:?}");
     assert!(
         names.iter().all(|name| name.starts_with("everything__")),

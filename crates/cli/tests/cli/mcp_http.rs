@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::mcp_clients::everything_server;
 use crate::support::modules::{toml_string, ModuleHub};
+use crate::support::tls::LocalhostCertificate;
 use crate::support::{read_hub_json, HubProcess};
 
 const SESSION: &str = "mcp-session-id";
@@ -500,11 +501,7 @@ allow = ["discover", "request"]
 async fn a_named_principal_uses_mcp_over_the_remote_tls_listener() {
     install_crypto();
     let root = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let cert = root.path().join("cert.pem");
-    let key = root.path().join("key.pem");
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let certificate = LocalhostCertificate::write(root.path());
     let config = root.path().join("switchboard.toml");
     std::fs::write(
         &config,
@@ -514,21 +511,18 @@ async fn a_named_principal_uses_mcp_over_the_remote_tls_listener() {
         ),
     )
     .unwrap();
-    let hub = HubProcess::builder()
-        .dir(root.path().join("hub"))
-        .config(&config)
-        .arg("--remote")
-        .arg("127.0.0.1:0")
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
+    let hub = certificate
+        .remote(
+            HubProcess::builder()
+                .dir(root.path().join("hub"))
+                .config(&config),
+        )
         .start();
     let info = read_hub_json(hub.dir()).expect("hub.json");
     let remote = info["remote"].as_str().expect("a remote listener");
     let port = remote.rsplit(':').next().unwrap().trim_end_matches('/');
     let http = reqwest::Client::builder()
-        .tls_certs_only([reqwest::Certificate::from_pem(certified.cert.pem().as_bytes()).unwrap()])
+        .tls_certs_only([reqwest::Certificate::from_pem(certificate.pem.as_bytes()).unwrap()])
         .build()
         .unwrap();
     let mcp = Mcp::with_client(&format!("https://localhost:{port}/mcp"), http);

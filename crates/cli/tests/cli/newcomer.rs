@@ -7,6 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::support::tls::LocalhostCertificate;
 use crate::support::*;
 use serde_json::{json, Value};
 use switchboard_client::{handler_fn, reply, Client};
@@ -14,15 +15,6 @@ use switchboard_testkit::switchboard_binary;
 
 fn strs(args: &[String]) -> Vec<&str> {
     args.iter().map(String::as_str).collect()
-}
-
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
-fn write_private(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 /// `token new NAME --dir DIR`: the token file it wrote, and what it printed.
@@ -247,11 +239,7 @@ struct RemoteHub {
 
 fn remote_hub() -> RemoteHub {
     let root = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let cert = root.path().join("cert.pem");
-    let key = root.path().join("key.pem");
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    write_private(&key, &certified.signing_key.serialize_pem());
+    let certificate = LocalhostCertificate::write(root.path());
     let (token_file, _) = new_token(&root.path().join("tokens"), "explorer");
     let config = root.path().join("switchboard.toml");
     write_private(
@@ -261,15 +249,12 @@ fn remote_hub() -> RemoteHub {
             path_str(&token_file)
         ),
     );
-    let hub = HubProcess::builder()
-        .dir(root.path().join("hub"))
-        .config(&config)
-        .arg("--remote")
-        .arg("127.0.0.1:0")
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
+    let hub = certificate
+        .remote(
+            HubProcess::builder()
+                .dir(root.path().join("hub"))
+                .config(&config),
+        )
         .start();
     // The certificate names localhost.
     let remote = hub.info["remote"].as_str().unwrap();
@@ -279,7 +264,7 @@ fn remote_hub() -> RemoteHub {
         hub,
         url,
         token_file: path_str(&token_file).to_owned(),
-        cert: path_str(&cert).to_owned(),
+        cert: path_str(&certificate.cert).to_owned(),
         root,
     }
 }

@@ -2,6 +2,7 @@
 //! and `hub.json` naming the listener. What a remote client may do is
 //! tested in-process in `crates/hub/tests/hub/ahp.rs`.
 
+use crate::support::tls::LocalhostCertificate;
 use crate::support::*;
 use serde_json::Value;
 
@@ -57,19 +58,9 @@ fn remote_without_both_certificate_files_refuses_to_start_with_a_clear_error() {
 #[test]
 fn hub_json_names_the_remote_listener_when_it_is_on() {
     let root = tempfile::tempdir().unwrap();
-    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let cert = root.path().join("cert.pem");
-    let key = root.path().join("key.pem");
-    std::fs::write(&cert, certified.cert.pem()).unwrap();
-    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
-    let hub = HubProcess::builder()
-        .dir(root.path().join("hub"))
-        .arg("--remote")
-        .arg("127.0.0.1:0")
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
+    let certificate = LocalhostCertificate::write(root.path());
+    let hub = certificate
+        .remote(HubProcess::builder().dir(root.path().join("hub")))
         .start();
     let info: Value =
         serde_json::from_str(&std::fs::read_to_string(hub.dir().join("hub.json")).unwrap())

@@ -30,15 +30,6 @@ fn hex(text: &str) -> String {
     text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
-fn mode(path: &Path) -> u32 {
-    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
-}
-
-fn write_private(path: &Path, text: &str) {
-    std::fs::write(path, text).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
-}
-
 /// A hub on `root/hub` with `--config root/switchboard.toml` at `RUST_LOG`.
 fn hub_with_config(root: &Path, config: &str, rust_log: &str) -> HubProcess {
     let dir = root.join("hub");

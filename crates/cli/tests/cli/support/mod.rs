@@ -32,6 +32,20 @@ pub mod http_request;
 pub mod mcp;
 pub mod modules;
 pub mod openai_responses;
+pub mod tls;
 
 pub use commands::*;
 pub use switchboard_testkit::{metric_value, read_hub_json, HubProcess, LineClient, WAIT};
+
+/// Writes `text` to `path`, readable and writable by its owner alone.
+pub fn write_private(path: &std::path::Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// A file's permission bits.
+pub fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
