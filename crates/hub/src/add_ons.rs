@@ -1,5 +1,6 @@
 //! What the hub asks of its add-ons while it runs: the [`Observer`] (the
-//! dashboard) and the [`Supervisor`] (the modules). Low in the hub, below
+//! dashboard), the [`Supervisor`] (the modules) and the [`Endpoint`] (the
+//! MCP gateway's routes). Low in the hub, below
 //! the state that holds them, so these traits name nothing of the hub's
 //! state; what an add-on may do *to* the hub is its door, above the state
 //! (`observe.rs`, `supervise.rs`), and that is also where it is attached.
@@ -36,6 +37,23 @@ pub trait Observer: Send + Sync + 'static {
         caller: &Caller<'_>,
         params: Option<&RawValue>,
     ) -> Option<Result<String, ErrorObject>>;
+}
+
+/// What an endpoint add-on serves (`endpoint.rs` is its door): the hub
+/// holds it and mounts its routes.
+pub struct Endpoint {
+    /// Mounted on the HTTP port behind its browser defences.
+    pub routes: axum::Router,
+    /// The paths among them the remote (TLS) listener serves too; each
+    /// must authenticate named principals itself ([`EndpointDoor::authenticate`]).
+    pub remote_paths: Vec<&'static str>,
+    /// The path `hub.json` names as `mcp_url` on the HTTP port.
+    pub mcp_path: Option<&'static str>,
+    /// The paths whose answers keep their connection open for the next
+    /// request (HTTP/1.1 keep-alive; every other answer of the port closes
+    /// its socket). An idle kept connection is closed after the port's
+    /// head timeout, and holds its connection slot meanwhile.
+    pub keep_alive_paths: Vec<&'static str>,
 }
 
 /// What the hub asks of its supervisor, once the modules are started.

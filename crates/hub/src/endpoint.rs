@@ -21,32 +21,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
 use axum::http::Extensions;
-use axum::Router;
 use switchboard_protocol::Principal;
 use tokio_util::task::TaskTracker;
 
+pub use crate::add_ons::Endpoint;
 pub use crate::ids::mint_token;
 use crate::state::HubState;
 use crate::transport::socket::Socket;
 
 /// Makes the endpoint, once, while the hub starts and before it listens.
 pub type Attach = Box<dyn FnOnce(EndpointDoor, &TaskTracker) -> Endpoint + Send>;
-
-/// What an endpoint add-on serves.
-pub struct Endpoint {
-    /// Mounted on the HTTP port behind its browser defences.
-    pub routes: Router,
-    /// The paths among them the remote (TLS) listener serves too; each
-    /// must authenticate named principals itself ([`EndpointDoor::authenticate`]).
-    pub remote_paths: Vec<&'static str>,
-    /// The path `hub.json` names as `mcp_url` on the HTTP port.
-    pub mcp_path: Option<&'static str>,
-    /// The paths whose answers keep their connection open for the next
-    /// request (HTTP/1.1 keep-alive; every other answer of the port closes
-    /// its socket). An idle kept connection is closed after the port's
-    /// head timeout, and holds its connection slot meanwhile.
-    pub keep_alive_paths: Vec<&'static str>,
-}
 
 /// An endpoint's handle on the hub. Weak: the hub holds its endpoint's
 /// routes, and they must not keep it alive.

@@ -54,7 +54,7 @@ pub struct HubState {
     pub supervisor: OnceLock<Arc<dyn Supervisor>>,
     /// The add-on that serves its own endpoint on the HTTP ports (the MCP
     /// gateway), if any: set once while the hub starts (`endpoint.rs`).
-    pub endpoint: OnceLock<crate::endpoint::Endpoint>,
+    pub endpoint: OnceLock<crate::add_ons::Endpoint>,
     /// Where the hub listens, as `hub.json` says: set once it does.
     pub listening: OnceLock<Listening>,
     direct_token: String,
