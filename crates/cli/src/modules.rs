@@ -27,7 +27,7 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
 Without a subcommand, lists the modules of the hub's config ([modules.NAME]):
-NAME, STATE (running, backoff, stopping, exited, given-up), PID, RESTARTS,
+NAME, STATE (running, backoff, stopping, exited, given-up, needs-login), PID, RESTARTS,
 UPTIME, SERVICES (registered now by the module's connections) and LAST EXIT.
 
 A module's stdout and stderr are in <dir>/modules/NAME.log (and NAME.log.1,
@@ -150,7 +150,7 @@ async fn restart(hub: &HubArgs, name: &str) -> anyhow::Result<()> {
 
 /// Asks for the restart, then waits (bounded) until the module runs under
 /// a new pid or settles otherwise, and says which.
-async fn restart_and_watch(client: &Client, name: &str) -> anyhow::Result<String> {
+pub(crate) async fn restart_and_watch(client: &Client, name: &str) -> anyhow::Result<String> {
     let before = find(&fetch(client).await?, name)?;
     client
         .call_hub(method::RESTART_MODULE, &json!({ "name": name }))
@@ -168,7 +168,12 @@ async fn restart_and_watch(client: &Client, name: &str) -> anyhow::Result<String
                     now.restarts
                 ))
             }
-            ModuleState::Backoff | ModuleState::Exited | ModuleState::GivenUp if new_run => {
+            ModuleState::Backoff
+            | ModuleState::Exited
+            | ModuleState::GivenUp
+            | ModuleState::NeedsLogin
+                if new_run =>
+            {
                 return Ok(format!(
                     "{name}: restarted, now {} ({})",
                     now.state.name(),

@@ -45,6 +45,10 @@ pub use supervisor::log_path;
 /// How long a module has to exit after SIGTERM before its group gets SIGKILL.
 pub const STOP_GRACE: Duration = Duration::from_secs(5);
 
+/// How long, after a run ended, its last output may take to reach the log
+/// before its end is reported (its last line says why it failed).
+pub const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
 /// Called with a run's credential digest when the run has ended (its
 /// credential revoked): the hub closes the connections made with it.
 pub type RunEnded = Box<dyn Fn(&[u8; 32]) + Send + Sync>;

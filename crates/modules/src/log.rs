@@ -22,7 +22,13 @@ pub struct ModuleLog {
     path: PathBuf,
     max_bytes: u64,
     file: Mutex<Option<Open>>,
+    /// The last line the run wrote (at most [`LAST_LINE_BYTES`]): where
+    /// `switchboard` itself says why it ended.
+    last_line: Mutex<String>,
 }
+
+/// The most of a module's last line kept for its status.
+const LAST_LINE_BYTES: usize = 512;
 
 struct Open {
     file: File,
@@ -35,6 +41,7 @@ impl ModuleLog {
             path,
             max_bytes,
             file: Mutex::new(None),
+            last_line: Mutex::new(String::new()),
         })
     }
 
@@ -107,26 +114,64 @@ impl ModuleLog {
         Ok(Open { file, size })
     }
 
+    /// The last complete line the run wrote, if any.
+    pub fn last_line(&self) -> Option<String> {
+        let line = self.last_line.lock();
+        (!line.is_empty()).then(|| line.clone())
+    }
+
     /// Copies everything the run writes to `pipe` into the log, on a thread
     /// of its own (a blocking read and a file write per chunk; nothing
     /// async waits on it). Ends when every writer of the pipe has closed
-    /// it: the run and whatever it left behind.
-    pub fn pump(self: &Arc<Self>, name: &str, mut pipe: File) -> io::Result<()> {
+    /// it: the run and whatever it left behind; `done` is dropped then.
+    pub fn pump(
+        self: &Arc<Self>,
+        name: &str,
+        mut pipe: File,
+        done: tokio::sync::oneshot::Sender<()>,
+    ) -> io::Result<()> {
         let log = self.clone();
+        log.last_line.lock().clear();
         std::thread::Builder::new()
             .name(format!("module-log-{name}"))
             .spawn(move || {
+                let _done = done;
                 let mut buf = [0u8; PUMP_CHUNK];
+                let mut line = Vec::new();
                 loop {
                     match pipe.read(&mut buf) {
                         Ok(0) => return,
-                        Ok(n) => log.write(&buf[..n]),
+                        Ok(n) => {
+                            log.write(&buf[..n]);
+                            log.track_lines(&buf[..n], &mut line);
+                        }
                         Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
                         Err(_) => return,
                     }
                 }
             })
             .map(drop)
+    }
+
+    /// Follows `bytes` line by line (`line` is the one not yet ended),
+    /// keeping the last non-empty one.
+    fn track_lines(&self, bytes: &[u8], line: &mut Vec<u8>) {
+        for &byte in bytes {
+            if byte == b'\n' {
+                let text = String::from_utf8_lossy(line);
+                let text = text.trim();
+                if !text.is_empty() {
+                    let mut end = text.len().min(LAST_LINE_BYTES);
+                    while !text.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    *self.last_line.lock() = text[..end].to_owned();
+                }
+                line.clear();
+            } else if line.len() < LAST_LINE_BYTES * 2 {
+                line.push(byte);
+            }
+        }
     }
 }
 

@@ -105,12 +105,13 @@ pub(crate) fn render_metrics(modules: &Modules, out: &mut String) {
         return;
     }
     let services = services_by_module(modules);
-    const STATES: [ModuleState; 5] = [
+    const STATES: [ModuleState; 6] = [
         ModuleState::Running,
         ModuleState::Backoff,
         ModuleState::Stopping,
         ModuleState::Exited,
         ModuleState::GivenUp,
+        ModuleState::NeedsLogin,
     ];
     let _ = writeln!(out, "# HELP switchboard_module_state The state each supervised module is in (1) and is not in (0).");
     let _ = writeln!(out, "# TYPE switchboard_module_state gauge");

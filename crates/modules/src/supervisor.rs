@@ -25,14 +25,14 @@ use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchboard_protocol::modules::{ModuleChanges, ModuleState};
+use switchboard_protocol::modules::{ModuleChanges, ModuleState, EXIT_NEEDS_LOGIN};
 use tokio::sync::{mpsc, oneshot};
 
 use super::launch::Credential;
 use super::log::ModuleLog;
 use super::process;
-use super::{ModuleView, RunEnded, Shared, STOP_GRACE};
-use switchboard_hub::supervise::{ModuleSpec, RestartPolicy};
+use super::{ModuleView, RunEnded, Shared, OUTPUT_DRAIN, STOP_GRACE};
+use switchboard_hub::supervise::{ModuleSpec, Program, RestartPolicy};
 
 /// The first pause before a restart.
 pub const FIRST_DELAY: Duration = Duration::from_millis(250);
@@ -77,10 +77,14 @@ enum AfterStop {
 
 enum Phase {
     Running,
-    Backoff { due: Instant },
+    Backoff {
+        due: Instant,
+    },
     Stopping(AfterStop),
     Exited,
     GivenUp,
+    /// It ended with `EXIT_NEEDS_LOGIN`: down until a restart is asked for.
+    NeedsLogin,
 }
 
 struct Run {
@@ -251,7 +255,8 @@ impl Supervisor {
             "started pid {pid}: {}",
             module.spec.command_line()
         ));
-        if let Err(error) = module.log.pump(name, started.output) {
+        let (pumped, output_ended) = oneshot::channel::<()>();
+        if let Err(error) = module.log.pump(name, started.output, pumped) {
             tracing::warn!(module = %name, %error, "cannot copy a module's output to its log");
         }
         // Live before the module can read it (see `process.rs`).
@@ -275,6 +280,9 @@ impl Supervisor {
         let mut child = started.child;
         tokio::spawn(async move {
             let status = child.wait().await;
+            // Its last words reach the log (and its status) first, unless
+            // something it left behind holds the pipe open.
+            let _ = tokio::time::timeout(OUTPUT_DRAIN, output_ended).await;
             let _ = events.send(Event::Exited { name, run, status });
         });
     }
@@ -305,7 +313,10 @@ impl Supervisor {
             Phase::Stopping(AfterStop::Nothing | AfterStop::Forget) => {
                 format!("stopped by the hub ({exit})")
             }
-            _ => exit.clone(),
+            _ => match last_words(&module.spec, &module.log, success) {
+                Some(reason) => format!("{exit}: {reason}"),
+                None => exit.clone(),
+            },
         });
         match phase {
             Phase::Stopping(AfterStop::Nothing) => {
@@ -322,6 +333,16 @@ impl Supervisor {
                 }
                 module.fast_failures = 0;
                 self.start(name);
+            }
+            _ if needs_login(&status) => {
+                module.phase = Phase::NeedsLogin;
+                module.last_exit = Some(format!(
+                    "needs login: run `switchboard mcp login {name}` ({exit})"
+                ));
+                module.log.note(&format!(
+                    "needs login; `switchboard mcp login {name}` logs in and restarts it"
+                ));
+                tracing::warn!(module = %name, "a module needs its user to log in; not restarting it");
             }
             _ => {
                 if lasted >= STABLE_AFTER {
@@ -474,6 +495,7 @@ impl Supervisor {
                     Phase::Stopping(_) => (ModuleState::Stopping, None),
                     Phase::Exited => (ModuleState::Exited, None),
                     Phase::GivenUp => (ModuleState::GivenUp, None),
+                    Phase::NeedsLogin => (ModuleState::NeedsLogin, None),
                 };
                 ModuleView {
                     name: module.spec.name.clone(),
@@ -501,6 +523,24 @@ pub fn log_path(hub_dir: &std::path::Path, name: &str) -> PathBuf {
 fn backoff(fast_failures: u32) -> Duration {
     let doublings = fast_failures.saturating_sub(1).min(16);
     (FIRST_DELAY * 2u32.pow(doublings)).min(MAX_DELAY)
+}
+
+/// Why a `switchboard` module (`mcp`, `mcp_url`) failed, in its own words:
+/// the binary's last line on a failure is `switchboard: <the cause>`, with
+/// no secret in it. Another program's last line is its own business (and
+/// may hold anything): it stays in the log only.
+fn last_words(spec: &ModuleSpec, log: &ModuleLog, success: bool) -> Option<String> {
+    if success || spec.program != Program::Switchboard {
+        return None;
+    }
+    log.last_line()?
+        .strip_prefix("switchboard: ")
+        .map(str::to_owned)
+}
+
+/// Whether the run said it cannot go on until its user logs in.
+fn needs_login(status: &std::io::Result<ExitStatus>) -> bool {
+    matches!(status, Ok(status) if status.code() == Some(EXIT_NEEDS_LOGIN))
 }
 
 /// `exit status 3`, `killed by signal 9 (SIGKILL)`, and whether it was a

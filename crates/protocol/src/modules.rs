@@ -26,6 +26,14 @@ pub fn is_launch_credential(token: &str) -> bool {
     token.starts_with(LAUNCH_CREDENTIAL_PREFIX)
 }
 
+/// The exit status by which a module says it cannot run until its user
+/// logs in again (a remote MCP server's OAuth login: no token, or a
+/// refresh the authorization server refused). The supervisor shows
+/// [`ModuleState::NeedsLogin`] and does not restart it until
+/// `hub/restartModule` (which `switchboard mcp login` sends) or a reload.
+/// 77 is `EX_NOPERM` of `sysexits.h`.
+pub const EXIT_NEEDS_LOGIN: i32 = 77;
+
 /// What a module is doing now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -41,6 +49,9 @@ pub enum ModuleState {
     /// It failed too often in a row too soon after starting; nothing
     /// restarts it until `hub/restartModule` or a reload changes it.
     GivenUp,
+    /// It ended with [`EXIT_NEEDS_LOGIN`]: its user must log in
+    /// (`switchboard mcp login NAME`); nothing restarts it until then.
+    NeedsLogin,
 }
 
 impl ModuleState {
@@ -52,6 +63,7 @@ impl ModuleState {
             ModuleState::Stopping => "stopping",
             ModuleState::Exited => "exited",
             ModuleState::GivenUp => "given-up",
+            ModuleState::NeedsLogin => "needs-login",
         }
     }
 }
@@ -127,6 +139,7 @@ mod tests {
             ModuleState::Stopping,
             ModuleState::Exited,
             ModuleState::GivenUp,
+            ModuleState::NeedsLogin,
         ] {
             let json = serde_json::to_string(&state).unwrap();
             assert_eq!(json, format!("\"{}\"", state.name()));

@@ -11,10 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use serde_json::json;
 use switchboard_client::protocol::modules::ModuleState;
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpListener;
 
-use crate::support::http_mcp::HttpMcpServer;
+use crate::support::http_mcp::{html_server, HttpMcpServer};
 use crate::support::mcp::{gateway_on, provider_id, test_server_bin, text_of};
 use crate::support::modules::{modules, toml_string, wait_module, ModuleHub};
 use crate::support::{switchboard, Run};
@@ -144,30 +142,6 @@ async fn provide_mcp_refuses_plain_http_off_this_machine_and_bad_headers() {
     assert_eq!(both.code(), 2, "{both:?}");
 }
 
-/// A "server" that answers every request with a web page.
-async fn html_server() -> (String, tokio::task::JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let _ = crate::support::http_request::read_request(&mut stream).await;
-                let page = "<html><body>Sign in</body></html>";
-                let _ = stream
-                    .write_all(
-                        format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
-                            page.len()
-                        )
-                        .as_bytes(),
-                    )
-                    .await;
-            });
-        }
-    });
-    (url, task)
-}
-
 /// A remote server that answers HTML fails its module with the reason in
 /// the module's log, and restarts with backoff; the hub and a module beside
 /// it carry on.
@@ -193,6 +167,23 @@ async fn a_remote_server_that_answers_html_fails_its_module_alone() {
             && log.contains("answered text/html, not JSON or an event stream"),
         "{log}"
     );
+    // `switchboard modules` says why, in the module's own words.
+    let failed = wait_module(&client, "page", "a reason", |module| {
+        module
+            .last_exit
+            .as_deref()
+            .is_some_and(|exit| exit.contains("answered text/html"))
+    })
+    .await;
+    assert!(
+        failed
+            .last_exit
+            .as_deref()
+            .is_some_and(|exit| exit.starts_with("exited with status 1: ")),
+        "{failed:?}"
+    );
+    let listing = switchboard(&["modules", "--dir", hub.dir_arg()]).await;
+    assert!(listing.ok().contains("answered text/html"), "{listing:?}");
 
     let gateway = gateway_on(hub.dir()).await;
     let names = gateway
