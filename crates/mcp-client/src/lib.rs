@@ -45,7 +45,8 @@ pub use request::RequestError;
 pub use start::{start, StartError, StartOptions, Started};
 pub use supervise::{Backoff, Event, Restart, Supervised, SupervisedStart};
 pub use upstream::{
-    check_header, check_url, shown_url, HeaderError, Stderr, StopHook, Upstream, UrlError,
+    check_header, check_url, shown_url, BearerError, BearerSource, HeaderError, Stderr, StopHook,
+    Upstream, UrlError,
 };
 
 #[cfg(test)]

@@ -171,7 +171,7 @@ async fn start_http(
             ))
         })
         .collect();
-    let transport = HttpTransport::connect(client, http.url, headers, tap);
+    let transport = HttpTransport::connect(client, http.url, headers, http.bearer, tap);
     match tokio::time::timeout(bound, bridge.serve(transport)).await {
         Ok(Ok(running)) => Ok(Connection::open(label, running, None, None)),
         Ok(Err(error)) => Err(StartError::Handshake {

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
@@ -41,6 +41,7 @@ use tokio_util::codec::{FramedRead, LinesCodec};
 use tokio_util::sync::CancellationToken;
 
 use crate::tap::{TappedWire, WireTap};
+use crate::upstream::{BearerError, BearerSource};
 
 /// The longest message, either way (rmcp's stdio bound).
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -70,6 +71,9 @@ struct Endpoint {
     client: reqwest::Client,
     url: String,
     headers: HeaderMap,
+    /// Asked before every request: an OAuth token changes while the
+    /// session lives.
+    bearer: Option<Arc<dyn BearerSource>>,
     /// `Mcp-Session-Id` and `MCP-Protocol-Version`, once `initialize` has
     /// given them.
     session: Mutex<Session>,
@@ -86,6 +90,7 @@ impl HttpTransport {
         client: reqwest::Client,
         url: String,
         headers: HeaderMap,
+        bearer: Option<Arc<dyn BearerSource>>,
         tap: Arc<WireTap>,
     ) -> HttpTransport {
         let (rmcp_end, pump_end) = tokio::io::duplex(PIPE_BYTES);
@@ -95,6 +100,7 @@ impl HttpTransport {
             client,
             url,
             headers,
+            bearer,
             session: Mutex::new(Session::default()),
         });
         let stop = CancellationToken::new();
@@ -115,12 +121,14 @@ impl HttpTransport {
         let _ = self.wire.close().await;
         self.stop.cancel();
         let session = self.endpoint.session.lock().clone();
-        if let Some(id) = session.id {
-            let request = self
-                .endpoint
-                .request(reqwest::Method::DELETE)
-                .header(SESSION_ID, id);
-            let _ = tokio::time::timeout(DELETE_WAIT, request.send()).await;
+        if session.id.is_some() {
+            let endpoint = self.endpoint.clone();
+            let delete = async move {
+                if let Ok(authorized) = endpoint.request(reqwest::Method::DELETE).await {
+                    let _ = authorized.request.send().await;
+                }
+            };
+            let _ = tokio::time::timeout(DELETE_WAIT, delete).await;
         }
         Ok(())
     }
@@ -151,20 +159,45 @@ impl Transport<RoleClient> for HttpTransport {
     }
 }
 
+/// A request with every header it needs, and the bearer token it carries
+/// (to be named if the server refuses it).
+struct Authorized {
+    request: reqwest::RequestBuilder,
+    token: Option<String>,
+}
+
 impl Endpoint {
-    fn request(&self, method: reqwest::Method) -> reqwest::RequestBuilder {
+    async fn request(&self, method: reqwest::Method) -> Result<Authorized, BearerError> {
+        let token = match &self.bearer {
+            Some(bearer) => Some(bearer.token().await?),
+            None => None,
+        };
         let session = self.session.lock().clone();
         let mut request = self
             .client
             .request(method, &self.url)
             .headers(self.headers.clone());
+        if let Some(token) = &token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| BearerError("the bearer token is not one HTTP can carry".into()))?;
+            // Kept out of reqwest's debug output.
+            value.set_sensitive(true);
+            request = request.header(AUTHORIZATION, value);
+        }
         if let Some(id) = session.id {
             request = request.header(SESSION_ID, id);
         }
         if let Some(version) = session.version {
             request = request.header(PROTOCOL_VERSION, version);
         }
-        request
+        Ok(Authorized { request, token })
+    }
+
+    /// The server answered 401 to a request that carried `token`.
+    fn refused(&self, token: Option<&str>) {
+        if let (Some(bearer), Some(token)) = (&self.bearer, token) {
+            bearer.rejected(token);
+        }
     }
 }
 
@@ -237,15 +270,8 @@ async fn post(
     inbox: mpsc::Sender<String>,
     stop: CancellationToken,
 ) {
-    let sent = endpoint
-        .request(reqwest::Method::POST)
-        .header(ACCEPT, "application/json, text/event-stream")
-        .header(CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await;
-    let failure = match sent {
-        Err(error) => format!("cannot reach the MCP server: {}", without_url(error)),
+    let failure = match send_post(&endpoint, body).await {
+        Err(failure) => failure,
         Ok(response) => {
             let status = response.status();
             if initialize && status.is_success() {
@@ -293,8 +319,11 @@ async fn post(
                 (200..=299, Kind::Other(kind)) => {
                     format!("the MCP server answered {kind}, not JSON or an event stream")
                 }
+                (401, _) if endpoint.bearer.is_some() => {
+                    format!("the MCP server refused a fresh access token too ({status})")
+                }
                 (401 | 403, _) => format!(
-                    "the MCP server refused the request ({status}): check its token or headers"
+                    "the MCP server refused the request ({status}): check its token or headers (a server behind OAuth: oauth = true in its module, then `switchboard mcp login NAME`)"
                 ),
                 (404, _) if endpoint.session.lock().id.is_some() => {
                     "the MCP server no longer knows this session (404)".to_owned()
@@ -303,9 +332,46 @@ async fn post(
             }
         }
     };
+    fail(request_id, &failure, &inbox).await;
+}
+
+/// POSTs `body`. With a bearer source, a 401 is answered once with a fresh
+/// token and the same body (the server refused it unread); the copy is
+/// kept only then.
+async fn send_post(endpoint: &Endpoint, body: String) -> Result<reqwest::Response, String> {
+    let mut again = endpoint.bearer.is_some().then(|| body.clone());
+    let mut body = body;
+    loop {
+        // No token to send: the bearer source says why.
+        let authorized = endpoint
+            .request(reqwest::Method::POST)
+            .await
+            .map_err(|error| error.0)?;
+        let response = authorized
+            .request
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|error| format!("cannot reach the MCP server: {}", without_url(error)))?;
+        if response.status() == reqwest::StatusCode::UNAUTHORIZED {
+            endpoint.refused(authorized.token.as_deref());
+            if let Some(retry) = again.take() {
+                body = retry;
+                continue;
+            }
+        }
+        return Ok(response);
+    }
+}
+
+/// A message that could not be delivered: its request, if it was one, is
+/// answered with `failure`.
+async fn fail(request_id: Option<String>, failure: &str, inbox: &mpsc::Sender<String>) {
     tracing::debug!(%failure, "a message to the MCP server failed");
     if let Some(id) = request_id {
-        let _ = inbox.send(error_line(&id, &failure)).await;
+        let _ = inbox.send(error_line(&id, failure)).await;
     }
 }
 
@@ -327,11 +393,27 @@ fn open_get_stream(
     let inbox = inbox.clone();
     spawn(stop, async move {
         loop {
-            let response = endpoint
-                .request(reqwest::Method::GET)
-                .header(ACCEPT, "text/event-stream")
-                .send()
-                .await;
+            let response = match endpoint.request(reqwest::Method::GET).await {
+                Ok(authorized) => {
+                    let token = authorized.token;
+                    let response = authorized
+                        .request
+                        .header(ACCEPT, "text/event-stream")
+                        .send()
+                        .await;
+                    if matches!(&response, Ok(r) if r.status().as_u16() == 401) {
+                        endpoint.refused(token.as_deref());
+                    }
+                    response
+                }
+                Err(_) => {
+                    if inbox.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(REOPEN_PAUSE).await;
+                    continue;
+                }
+            };
             match response {
                 Ok(response)
                     if response.status().is_success()

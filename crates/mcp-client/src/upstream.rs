@@ -2,6 +2,8 @@
 //! stdio, or a Streamable HTTP endpoint.
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// Stops a stdio server's process, given its pid, in place of closing its
@@ -51,7 +53,28 @@ pub struct Http {
     /// Sent with every request; a pair that is not a valid header is left
     /// out.
     pub headers: Vec<(String, String)>,
+    /// Asked for a token before every request (`Authorization: Bearer`),
+    /// so that one that expires mid-session is replaced (OAuth).
+    pub bearer: Option<Arc<dyn BearerSource>>,
 }
+
+/// Where a remote server's bearer token comes from when it changes while
+/// the connection lives: an OAuth access token, refreshed before it
+/// expires.
+pub trait BearerSource: Send + Sync {
+    /// The token to send now. An error fails the request it was for, with
+    /// the error's text as that request's JSON-RPC error.
+    fn token(&self) -> Pin<Box<dyn Future<Output = Result<String, BearerError>> + Send + '_>>;
+
+    /// The server refused `token` (401): the next [`BearerSource::token`]
+    /// should not return it again (refresh it, or say login is needed).
+    fn rejected(&self, token: &str);
+}
+
+/// Why no bearer token can be sent: said to the caller of the request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BearerError(pub String);
 
 impl Upstream {
     pub fn stdio(label: impl Into<String>, command: tokio::process::Command) -> Self {
@@ -71,6 +94,7 @@ impl Upstream {
             transport: Transport::Http(Http {
                 url: url.into(),
                 headers: Vec::new(),
+                bearer: None,
             }),
         }
     }
@@ -97,6 +121,15 @@ impl Upstream {
     pub fn headers(mut self, headers: Vec<(String, String)>) -> Self {
         if let Transport::Http(http) = &mut self.transport {
             http.headers = headers;
+        }
+        self
+    }
+
+    /// An HTTP server's changing bearer token (see [`BearerSource`]); no
+    /// effect on a stdio server.
+    pub fn bearer(mut self, bearer: Arc<dyn BearerSource>) -> Self {
+        if let Transport::Http(http) = &mut self.transport {
+            http.bearer = Some(bearer);
         }
         self
     }
