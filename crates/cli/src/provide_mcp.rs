@@ -11,7 +11,10 @@ use switchboard_mcp::{McpServer, RemoteServer};
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
+use switchboard_client::protocol::modules::EXIT_NEEDS_LOGIN;
+
 use crate::connect::HubArgs;
+use crate::Exit;
 
 #[derive(clap::Args, Debug)]
 pub struct ProvideMcpArgs {
@@ -34,6 +37,12 @@ pub struct ProvideMcpArgs {
     /// read again at every reconnect.
     #[arg(long, value_name = "FILE", requires = "mcp_url")]
     bearer_token_file: Option<PathBuf>,
+    /// With --mcp-url: send the access token of the OAuth login that
+    /// `switchboard mcp login NAMESPACE` saved, refreshed before it
+    /// expires. Without a login (or once a refresh is refused) it ends
+    /// with status 77: a hub's module then shows `needs-login`.
+    #[arg(long, requires = "mcp_url", conflicts_with = "bearer_token_file")]
+    oauth: bool,
     /// The MCP server to run, and its arguments (after `--`).
     #[arg(
         required_unless_present = "mcp_url",
@@ -69,11 +78,15 @@ fn server(args: &ProvideMcpArgs) -> anyhow::Result<McpServer> {
         })?;
         headers.push((name.trim().to_owned(), value.trim().to_owned()));
     }
-    Ok(McpServer::Remote(RemoteServer::new(
-        url,
-        headers,
-        args.bearer_token_file.clone(),
-    )?))
+    let remote = RemoteServer::new(url, headers, args.bearer_token_file.clone())?;
+    let remote = if args.oauth {
+        let credentials =
+            switchboard_mcp::oauth::credentials_path(&args.hub.hub_dir(), &args.namespace);
+        remote.with_oauth(credentials)?
+    } else {
+        remote
+    };
+    Ok(McpServer::Remote(remote))
 }
 
 pub async fn provide_mcp(args: ProvideMcpArgs) -> anyhow::Result<()> {
@@ -94,6 +107,12 @@ pub async fn provide_mcp(args: ProvideMcpArgs) -> anyhow::Result<()> {
         }
         stop.cancel();
     });
-    switchboard_mcp::run_provider(options, shutdown).await?;
-    Ok(())
+    match switchboard_mcp::run_provider(options, shutdown).await {
+        Err(error) if error.needs_login() => Err(Exit {
+            status: EXIT_NEEDS_LOGIN as u8,
+            message: error.to_string(),
+        }
+        .into()),
+        outcome => Ok(outcome?),
+    }
 }

@@ -9,13 +9,16 @@
 //!   requests to the client; a [`Profile`] narrows and renames what its
 //!   sessions see;
 //! - [`http`]: the same gateway over Streamable HTTP, served by the hub
-//!   at `/mcp` (an add-on through the hub's endpoint door).
+//!   at `/mcp` (an add-on through the hub's endpoint door);
+//! - [`oauth`]: OAuth 2.1 for remote servers: `switchboard mcp login`, and
+//!   the refreshed access token `provide-mcp --oauth` sends.
 //!
 //! Design choices (progress relay, error mapping, ledger place) are in
 //! `docs/tool-calls.md`.
 
 pub mod gateway;
 pub mod http;
+pub mod oauth;
 pub mod provide;
 
 pub use gateway::logging::GatewayLogFilter;
@@ -36,4 +39,15 @@ pub enum Error {
     /// What the user asked for cannot be done as given.
     #[error("{0}")]
     Options(String),
+    #[error(transparent)]
+    OAuth(#[from] oauth::OAuthError),
+}
+
+impl Error {
+    /// The remote server's OAuth login must be done (again) before it can
+    /// be reached: `provide-mcp` ends with
+    /// [`switchboard_protocol::modules::EXIT_NEEDS_LOGIN`].
+    pub fn needs_login(&self) -> bool {
+        matches!(self, Error::OAuth(oauth::OAuthError::NeedsLogin { .. }))
+    }
 }

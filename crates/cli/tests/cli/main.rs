@@ -13,6 +13,7 @@ mod federation;
 mod mcp_clients;
 mod mcp_gateway;
 mod mcp_http;
+mod mcp_oauth;
 mod mcp_remote;
 mod modules;
 mod newcomer;

@@ -15,6 +15,10 @@
 //! mcp_url = "https://mcp.example.com/mcp"
 //! headers = { "X-Team" = "infra" }   # passed in the environment, not the command line
 //! bearer_token_file = "~/.config/docs-token"
+//!
+//! [modules.tracker]                  # a remote MCP server behind OAuth 2.1:
+//! mcp_url = "https://mcp.example.com/tracker"
+//! oauth = true                       # `switchboard mcp login tracker` signs in
 //! ```
 
 use std::collections::BTreeMap;
@@ -62,6 +66,9 @@ pub struct ModuleSpec {
     pub env: Vec<(String, String)>,
     pub restart: RestartPolicy,
     pub log_max_bytes: u64,
+    /// `oauth = true`: the remote server `switchboard mcp login NAME`
+    /// signs in to.
+    pub oauth_url: Option<String>,
 }
 
 impl ModuleSpec {
@@ -94,6 +101,7 @@ pub struct ModuleSection {
     mcp_url: Option<Spanned<String>>,
     headers: Option<Spanned<BTreeMap<String, String>>>,
     bearer_token_file: Option<Spanned<String>>,
+    oauth: Option<Spanned<bool>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -140,7 +148,10 @@ pub fn resolve(
                 .bearer_token_file
                 .as_ref()
                 .map(|f| ("bearer_token_file", f.span().start)),
+            section.oauth.as_ref().map(|o| ("oauth", o.span().start)),
         ];
+        let oauth = section.oauth.as_ref().is_some_and(|o| *o.get_ref());
+        let mut oauth_url = None;
         if section.mcp_url.is_none() {
             if let Some((key, at)) = remote_only.into_iter().flatten().next() {
                 return Err(error(
@@ -200,7 +211,18 @@ pub fn resolve(
                     ));
                 }
                 let mut args = provide_mcp_args(&name);
-                args.extend(["--mcp-url".into(), url.into()]);
+                args.extend(["--mcp-url".into(), url.clone().into()]);
+                if oauth {
+                    if let Some(file) = &section.bearer_token_file {
+                        return Err(error(
+                            line_of(text, file.span().start),
+                            "bearer_token_file and oauth = true are two ways to send a token: give one"
+                                .into(),
+                        ));
+                    }
+                    args.push("--oauth".into());
+                    oauth_url = Some(url);
+                }
                 if let Some(file) = section.bearer_token_file {
                     let file = base.join(expand(file.get_ref()));
                     args.extend(["--bearer-token-file".into(), file.into_os_string()]);
@@ -255,6 +277,7 @@ pub fn resolve(
             env,
             restart: section.restart,
             log_max_bytes,
+            oauth_url,
         });
     }
     Ok(specs)
@@ -399,6 +422,40 @@ bearer_token_file = "tokens/docs"
             docs.env,
             vec![(MCP_HEADERS_ENV.into(), r#"{"X-Api-Key":"secret"}"#.into())]
         );
+    }
+
+    #[test]
+    fn oauth_passes_the_flag_and_names_the_server_to_log_in_to() {
+        let specs = parse(
+            "[modules.tracker]\nmcp_url = \"https://mcp.example.com/t\"\noauth = true\n\n[modules.plain]\nmcp_url = \"https://mcp.example.com/p\"\noauth = false\n",
+        )
+        .unwrap();
+        let plain = &specs[0];
+        assert_eq!(plain.oauth_url, None);
+        assert!(!plain.command_line().contains("--oauth"));
+        let tracker = &specs[1];
+        assert_eq!(
+            tracker.command_line(),
+            "switchboard provide-mcp --namespace tracker --mcp-url https://mcp.example.com/t --oauth"
+        );
+        assert_eq!(
+            tracker.oauth_url.as_deref(),
+            Some("https://mcp.example.com/t")
+        );
+
+        let error = parse("[modules.x]\nmcp = [\"a\"]\noauth = true\n").unwrap_err();
+        assert_eq!(error.line, 3);
+        assert!(
+            error.problem.contains("oauth goes with mcp_url"),
+            "{error:?}"
+        );
+
+        let error = parse(
+            "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\nbearer_token_file = \"t\"\n",
+        )
+        .unwrap_err();
+        assert_eq!(error.line, 4);
+        assert!(error.problem.contains("give one"), "{error:?}");
     }
 
     #[test]

@@ -50,6 +50,7 @@ use relay::Relay;
 pub use relay::RelayStats;
 use surface::Surface;
 
+use crate::oauth::OAuthBearer;
 use crate::Error;
 
 /// How long the child may take to answer `initialize` and `tools/list`.
@@ -88,6 +89,10 @@ pub struct RemoteServer {
     /// Read at every (re)start, so that a rotated token is picked up: its
     /// first line is sent as `Authorization: Bearer <token>`.
     bearer_token_file: Option<PathBuf>,
+    /// The OAuth credentials `switchboard mcp login` saved
+    /// ([`crate::oauth::credentials_path`]): their access token is sent,
+    /// refreshed before it expires.
+    oauth_credentials: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -104,6 +109,7 @@ impl std::fmt::Debug for RemoteServer {
                     .collect::<Vec<_>>(),
             )
             .field("bearer_token_file", &self.bearer_token_file)
+            .field("oauth_credentials", &self.oauth_credentials)
             .finish()
     }
 }
@@ -124,7 +130,21 @@ impl RemoteServer {
             url,
             headers,
             bearer_token_file,
+            oauth_credentials: None,
         })
+    }
+
+    /// Sends the access token of the OAuth login saved at `credentials`
+    /// (instead of a bearer token file).
+    pub fn with_oauth(mut self, credentials: PathBuf) -> Result<RemoteServer, Error> {
+        if self.bearer_token_file.is_some() {
+            return Err(Error::Options(
+                "a bearer token file and an OAuth login are two ways to send one token: give one"
+                    .into(),
+            ));
+        }
+        self.oauth_credentials = Some(credentials);
+        Ok(self)
     }
 
     /// The bearer token from [`RemoteServer::bearer_token_file`], if one is
@@ -163,14 +183,31 @@ pub async fn run_provider(
     shutdown: CancellationToken,
 ) -> Result<(), Error> {
     validate_namespace(&options.namespace)?;
-    // A token file that cannot be read is the user's to fix: said at once,
-    // not after a start that the server refuses.
+    // A token file that cannot be read, or a login not done, is the user's
+    // to fix: said at once, not after a start that the server refuses.
+    let mut oauth = None;
     if let McpServer::Remote(remote) = &options.server {
         remote.bearer_token()?;
+        if let Some(credentials) = &remote.oauth_credentials {
+            let bearer =
+                OAuthBearer::load(&options.namespace, &remote.url, credentials.clone()).await?;
+            oauth = Some(Arc::new(bearer));
+        }
     }
+    // Never cancelled without OAuth.
+    let needs_login = oauth
+        .as_ref()
+        .map_or_else(CancellationToken::new, |bearer| bearer.needs_login());
     let child = {
         let server = options.server.clone();
-        move || upstream(&server)
+        let bearer = oauth.clone();
+        move || {
+            let upstream = upstream(&server);
+            match &bearer {
+                Some(bearer) => upstream.bearer(bearer.clone()),
+                None => upstream,
+            }
+        }
     };
     let start = StartOptions {
         client_name: "switchboard provide-mcp".into(),
@@ -189,7 +226,15 @@ pub async fn run_provider(
         Restart::After(Backoff::DEFAULT),
     )
     .await
-    .map_err(Error::Start)?;
+    .map_err(|error| {
+        if needs_login.is_cancelled() {
+            Error::from(crate::oauth::OAuthError::NeedsLogin {
+                name: options.namespace.clone(),
+            })
+        } else {
+            Error::Start(error)
+        }
+    })?;
     let _ = relay.server.set(server.clone());
     let tool_handler: Arc<dyn ToolHandler> = Arc::new(RelayHandler::new(relay.clone()));
     let (client, provider) = match register(&options, &tools, &tool_handler, &relay).await {
@@ -205,6 +250,7 @@ pub async fn run_provider(
     let watch = tokio::spawn(watch_callback_services(client.clone(), relay.clone()));
     let connection = tokio::spawn(keep_connected(client.clone(), shutdown.clone(), |_| {}));
 
+    let mut ended = Ok(());
     loop {
         tokio::select! {
             event = events.recv() => match event {
@@ -215,6 +261,12 @@ pub async fn run_provider(
             },
             Some(list) = inboxes.changes.recv() => bump(&provider, list).await,
             () = shutdown.cancelled() => break,
+            // Its tools leave the catalog with the provider; the hub's
+            // supervisor shows `needs-login` until a login restarts it.
+            () = needs_login.cancelled() => {
+                ended = Err(crate::oauth::OAuthError::NeedsLogin { name: options.namespace.clone() }.into());
+                break;
+            }
         }
     }
 
@@ -225,7 +277,7 @@ pub async fn run_provider(
         task.abort();
     }
     tracing::info!(namespace = %options.namespace, stats = ?relay.stats(), "the MCP server's relay stopped");
-    Ok(())
+    ended
 }
 
 /// Connects to the hub and registers the provider with the child's tools

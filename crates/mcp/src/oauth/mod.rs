@@ -1,0 +1,70 @@
+//! OAuth 2.1 for remote MCP servers (`[modules.NAME] oauth = true`), on
+//! rmcp's authorization support (`rmcp::transport::auth`): discovery of the
+//! server's protected-resource metadata and its authorization server's
+//! metadata, dynamic client registration, authorization code with PKCE,
+//! refresh before expiry.
+//!
+//! - `store.rs`: a module's credentials (client id, tokens) in one file,
+//!   `<hub dir>/oauth/NAME.json`, mode 0600, replaced atomically;
+//! - `login.rs`: `switchboard mcp login NAME`: the authorization URL, and
+//!   the loopback redirect that completes it;
+//! - `bearer.rs`: what `provide-mcp --oauth` sends: the access token,
+//!   refreshed before it expires; when no refresh is possible, the module
+//!   needs a login and says so by its exit status
+//!   ([`switchboard_protocol::modules::EXIT_NEEDS_LOGIN`]).
+//!
+//! No token is ever logged or shown: rmcp's `Debug` of credentials redacts
+//! them, and every message here names the module, never a token.
+
+mod bearer;
+mod login;
+mod store;
+
+use std::path::{Path, PathBuf};
+
+pub use bearer::OAuthBearer;
+pub use login::{login, LoginOptions};
+pub use store::FileCredentialStore;
+
+/// Where the OAuth credentials of module `name` live under a hub directory.
+pub fn credentials_path(hub_dir: &Path, name: &str) -> PathBuf {
+    hub_dir.join("oauth").join(format!("{name}.json"))
+}
+
+/// Why a login or a token failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OAuthError {
+    /// No credentials, or the authorization server no longer accepts them.
+    #[error("{name} needs login: run `switchboard mcp login {name}`")]
+    NeedsLogin { name: String },
+    #[error("{what}")]
+    Auth {
+        what: &'static str,
+        /// Boxed: rmcp's error is large, and this one travels in every
+        /// `Result` of the crate.
+        #[source]
+        source: Box<rmcp::transport::auth::AuthError>,
+    },
+    #[error("the server at {url} publishes no OAuth metadata (neither protected-resource nor authorization-server metadata): is it behind OAuth?")]
+    NoMetadata { url: String },
+    #[error("the login redirect: {0}")]
+    Redirect(String),
+    #[error("no login within {0:?}: the authorization page was not completed")]
+    TimedOut(std::time::Duration),
+}
+
+/// rustls needs a process-wide crypto provider before rmcp's OAuth client
+/// (reqwest) is built; ring, as everywhere in the workspace. Installing
+/// twice is harmless (the second is refused).
+fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl OAuthError {
+    fn auth(what: &'static str) -> impl FnOnce(rmcp::transport::auth::AuthError) -> OAuthError {
+        move |source| OAuthError::Auth {
+            what,
+            source: Box::new(source),
+        }
+    }
+}
