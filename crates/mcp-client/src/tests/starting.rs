@@ -110,3 +110,29 @@ async fn an_http_server_that_is_not_there_does_not_start() {
     );
     assert!(!message.contains("t0ken"), "{message}");
 }
+
+#[tokio::test]
+async fn an_http_server_that_hangs_is_given_up_within_the_bound() {
+    // Accepts connections and reads, but never answers a request.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    let upstream = Upstream::http("MCP server \"stuck\"", url);
+    let error = within(
+        "the start to be given up",
+        start(upstream, &options(Duration::from_millis(300)), Arc::new(())),
+    )
+    .await
+    .err()
+    .expect("it never answers");
+    assert_eq!(
+        error.to_string(),
+        "MCP server \"stuck\" did not answer initialize within 300ms; given up"
+    );
+    held.abort();
+}
