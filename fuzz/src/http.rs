@@ -24,6 +24,12 @@ pub fn substitute(input: &[u8], pairs: &[(&str, &str)]) -> Vec<u8> {
 pub struct Head {
     pub method: String,
     pub target: String,
+    /// The target's path and query as the server reads them (the `http`
+    /// crate's `Uri`, which hyper uses): an absolute or odd target such as
+    /// `://host/ui/login` is routed by its path, `/ui/login`. A target it
+    /// cannot read (the server answers 400) is split at its first `?`.
+    path: String,
+    query: Option<String>,
     /// Names lower-cased, in order; values as the bytes were, if UTF-8.
     pub headers: Vec<(String, Option<String>)>,
 }
@@ -37,9 +43,19 @@ impl Head {
             Ok(httparse::Status::Complete(_)) => {}
             _ => return None,
         }
+        let target = parsed.path?.to_owned();
+        let (path, query) = match target.parse::<http::Uri>() {
+            Ok(uri) => (uri.path().to_owned(), uri.query().map(str::to_owned)),
+            Err(_) => match target.split_once('?') {
+                Some((path, query)) => (path.to_owned(), Some(query.to_owned())),
+                None => (target.clone(), None),
+            },
+        };
         Some(Head {
             method: parsed.method?.to_owned(),
-            target: parsed.path?.to_owned(),
+            target,
+            path,
+            query,
             headers: parsed
                 .headers
                 .iter()
@@ -77,14 +93,14 @@ impl Head {
         })
     }
 
-    /// The target's path (before `?`).
+    /// The target's path, as the server routes it.
     pub fn path(&self) -> &str {
-        self.target.split('?').next().unwrap_or_default()
+        &self.path
     }
 
     /// The target's query (after the first `?`).
     pub fn query(&self) -> Option<&str> {
-        self.target.split_once('?').map(|(_, query)| query)
+        self.query.as_deref()
     }
 }
 
