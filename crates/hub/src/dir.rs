@@ -103,32 +103,11 @@ impl HubDir {
     /// Writes `hub.json` atomically (0600 temp file, fsync, rename).
     pub fn write_info(&mut self, info: &HubInfo) -> Result<(), DirError> {
         let path = self.path.join(INFO_FILE);
-        let tmp = self
-            .path
-            .join(format!(".{INFO_FILE}.{}.tmp", std::process::id()));
-        let io_error = |what, source| DirError::Io {
-            what,
-            path: tmp.clone(),
-            error: source,
-        };
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io_error("cannot create", e))?;
-        // The mode above is filtered by the umask; set it exactly.
-        file.set_permissions(fs::Permissions::from_mode(0o600))
-            .map_err(|e| io_error("cannot chmod", e))?;
         let json = serde_json::to_vec(info).expect("HubInfo serializes");
-        file.write_all(&json)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io_error("cannot write", e))?;
-        fs::rename(&tmp, &path).map_err(|source| DirError::Io {
-            what: "cannot rename into place",
+        write_private(&path, &json).map_err(|error| DirError::Io {
+            what: "cannot write",
             path: path.clone(),
-            error: source,
+            error,
         })?;
         self.wrote_info = true;
         Ok(())
@@ -148,6 +127,35 @@ impl Drop for HubDir {
     fn drop(&mut self) {
         self.clean_up();
     }
+}
+
+/// Writes `bytes` to `path` readable by its owner alone, whatever the
+/// umask, atomically: into a 0600 temporary file beside it, synced, then
+/// renamed over it, so a reader never sees half a file and a crash never
+/// loses the old one. For the private files under the hub directory
+/// (`hub.json`, a module's OAuth credentials).
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(format!(".{}.tmp", std::process::id()));
+    let temporary = PathBuf::from(temporary);
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temporary)?;
+        // The mode above is filtered by the umask (and an old file keeps
+        // its own): set it exactly.
+        file.set_permissions(fs::Permissions::from_mode(0o600))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&temporary, path)
+    })();
+    if written.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    written
 }
 
 fn create_private_dir(path: &Path) -> Result<(), DirError> {
@@ -236,5 +244,24 @@ mod tests {
         }
         let _second = second.unwrap();
         assert!(!dir.join(SOCKET_FILE).exists());
+    }
+
+    #[test]
+    fn a_private_file_replaces_a_loose_one_whole_and_leaves_no_temporary() {
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("credentials.json");
+        fs::write(&path, b"old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        write_private(&path, b"new").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        let names: Vec<_> = fs::read_dir(root.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("credentials.json")]);
+        // A directory that is not there: an error, nothing left behind.
+        let missing = root.path().join("absent/credentials.json");
+        assert!(write_private(&missing, b"x").is_err());
     }
 }

@@ -1,11 +1,10 @@
-//! A module's OAuth credentials in a private file: written to a temporary
-//! file beside it (mode 0600) and renamed over it, so a reader never sees
-//! half a file and a crash never loses the old one.
+//! A module's OAuth credentials in a private file, written as the hub
+//! writes `hub.json` (`switchboard_hub::dir::write_private`: a 0600
+//! temporary file renamed over it), so a reader never sees half a file
+//! and a crash never loses the old one.
 
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-
 use std::sync::Arc;
 
 use rmcp::transport::auth::{
@@ -45,18 +44,7 @@ impl FileCredentialStore {
             .mode(0o700)
             .create(dir)?;
         let json = serde_json::to_vec_pretty(credentials).map_err(std::io::Error::other)?;
-        let mut temporary = self.path.as_os_str().to_owned();
-        temporary.push(format!(".{}.tmp", std::process::id()));
-        let temporary = PathBuf::from(temporary);
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .mode(0o600)
-            .open(&temporary)?;
-        file.write_all(&json)?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, &self.path)
+        switchboard_hub::dir::write_private(&self.path, &json)
     }
 
     fn failed(&self, what: &str, error: impl std::fmt::Display) -> AuthError {
