@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use switchboard_client::Client;
 use switchboard_hub::config::Config;
 use switchboard_mcp::oauth::{credentials_path, LoginOptions};
 use switchboard_mcp::Profile;
@@ -56,7 +57,8 @@ struct LoginArgs {
     name: String,
     #[command(flatten)]
     hub: HubArgs,
-    /// The hub's config file, where [modules.NAME] is.
+    /// The hub's config file, where [modules.NAME] is (by default the
+    /// running hub is asked).
     #[arg(long, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
     /// The port on 127.0.0.1 the browser comes back to (the redirect URI
@@ -97,10 +99,21 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
 async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
     let hub = args.hub.clone().or(outer);
     hub.local_only("switchboard mcp login")?;
-    let Some(config) = &args.config else {
-        bail!("give the hub's config file, where [modules.{}] is: --config FILE (or SWITCHBOARD_CONFIG)", args.name);
+    let url = match &args.config {
+        Some(config) => oauth_url_in_config(config, &args.name)?,
+        // The running hub knows its modules.
+        None => {
+            let Ok(client) = connect::connect(&hub, "mcp login").await else {
+                bail!(
+                    "no hub runs here to ask about [modules.{}]: start it, or give its config file (--config FILE or SWITCHBOARD_CONFIG)",
+                    args.name
+                );
+            };
+            let url = oauth_url_of_module(&client, &args.name).await;
+            client.close();
+            url?
+        }
     };
-    let url = oauth_url(config, &args.name)?;
     let options = LoginOptions {
         name: args.name.clone(),
         url: url::Url::parse(&url).with_context(|| format!("[modules.{}] mcp_url", args.name))?,
@@ -127,7 +140,8 @@ async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
     .await
     .with_context(|| format!("the login to {}", args.name))?;
     emit(&format!("Logged in to {}.\n", args.name))?;
-    // The module picks the login up when it starts: now, if the hub runs.
+    // The module picks the login up when it starts: now, if the hub runs
+    // (connected again: signing in may have taken minutes).
     match connect::connect(&hub, "mcp login").await {
         Ok(client) => {
             let outcome = crate::modules::restart_and_watch(&client, &args.name).await;
@@ -145,9 +159,15 @@ async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The URL of [modules.NAME], which must be a remote module with
-/// `oauth = true`.
-fn oauth_url(config: &Path, name: &str) -> anyhow::Result<String> {
+fn not_behind_oauth(name: &str) -> String {
+    format!(
+        "[modules.{name}] is not a remote server behind OAuth: give it mcp_url and oauth = true"
+    )
+}
+
+/// The URL of [modules.NAME] in the config file, which must be a remote
+/// module with `oauth = true`.
+fn oauth_url_in_config(config: &Path, name: &str) -> anyhow::Result<String> {
     let config = Config::load(config)?;
     let Some(module) = config.modules.iter().find(|module| module.name == name) else {
         let names: Vec<&str> = config.modules.iter().map(|m| m.name.as_str()).collect();
@@ -160,9 +180,17 @@ fn oauth_url(config: &Path, name: &str) -> anyhow::Result<String> {
             }
         );
     };
-    module.oauth_url.clone().with_context(|| {
-        format!("[modules.{name}] is not a remote server behind OAuth: give it mcp_url and oauth = true")
-    })
+    module
+        .oauth_url
+        .clone()
+        .with_context(|| not_behind_oauth(name))
+}
+
+/// The URL of module NAME of the running hub (`hub/modules`).
+async fn oauth_url_of_module(client: &Client, name: &str) -> anyhow::Result<String> {
+    let modules = crate::modules::fetch(client).await?;
+    let module = crate::modules::find(&modules, name)?;
+    module.oauth_url.with_context(|| not_behind_oauth(name))
 }
 
 fn logout(name: &str, hub: &HubArgs) -> anyhow::Result<()> {

@@ -192,7 +192,7 @@ pub(crate) async fn restart_and_watch(client: &Client, name: &str) -> anyhow::Re
     }
 }
 
-fn find(modules: &[ModuleStatus], name: &str) -> anyhow::Result<ModuleStatus> {
+pub(crate) fn find(modules: &[ModuleStatus], name: &str) -> anyhow::Result<ModuleStatus> {
     match modules.iter().find(|m| m.name == name) {
         Some(module) => Ok(module.clone()),
         None => {

@@ -64,6 +64,8 @@ pub struct ModuleView {
     pub retry_at: Option<Instant>,
     pub last_exit: Option<String>,
     pub command: String,
+    /// The remote MCP server it signs in to (`oauth = true`).
+    pub oauth_url: Option<String>,
     pub log: PathBuf,
 }
 

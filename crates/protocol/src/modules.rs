@@ -93,6 +93,10 @@ pub struct ModuleStatus {
     pub services: u64,
     /// The command line, as started.
     pub command: String,
+    /// For a remote MCP server behind OAuth (`oauth = true`): its URL,
+    /// which `switchboard mcp login NAME` signs in to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth_url: Option<String>,
     /// Where its stdout and stderr go.
     pub log: String,
 }

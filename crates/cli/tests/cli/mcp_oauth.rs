@@ -129,13 +129,14 @@ impl OAuthWorld {
     }
 }
 
-/// `switchboard mcp login NAME`, its browser played by `browser.py`: the
-/// login's stdout, once it has exited 0.
+/// `switchboard mcp login NAME`, as `needs-login` tells the user to run it
+/// (the running hub says where the module's server is), its browser played
+/// by `browser.py`: the login's stdout, once it has exited 0.
 async fn login(hub: &ModuleHub, name: &str) -> String {
     let mut child: Child = Command::new(switchboard_binary())
         .args(["mcp", "login", name, "--no-browser", "--wait", "60s"])
-        .args(["--dir", hub.dir_arg(), "--config"])
-        .arg(&hub.config)
+        .args(["--dir", hub.dir_arg()])
+        .env_remove("SWITCHBOARD_CONFIG")
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -206,6 +207,7 @@ async fn a_module_behind_oauth_logs_in_refreshes_and_needs_login_once_revoked() 
             .is_some_and(|exit| exit.contains("switchboard mcp login tracker")),
         "{waiting:?}"
     );
+    assert_eq!(waiting.oauth_url.as_deref(), Some(world.url.as_str()));
 
     // The login: discovery, registration, PKCE, the redirect; the module
     // restarted with it.
@@ -386,6 +388,25 @@ async fn a_login_that_cannot_work_says_why_and_saves_nothing() {
     assert!(
         plain.stderr.contains("give it mcp_url and oauth = true"),
         "{plain:?}"
+    );
+
+    // Without the config and with no hub running, nothing says where the
+    // server is.
+    let no_hub = switchboard(&[
+        "mcp",
+        "login",
+        "page",
+        "--no-browser",
+        "--dir",
+        dir.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(no_hub.code(), 1, "{no_hub:?}");
+    assert!(
+        no_hub
+            .stderr
+            .contains("no hub runs here to ask about [modules.page]"),
+        "{no_hub:?}"
     );
 
     let unknown = login("nothing").await;
