@@ -416,6 +416,22 @@ fn reserve_call(
     Ok(())
 }
 
+/// How much later than its `timeoutMs` a request of `caller` expires here.
+/// A federated request's deadline is its caller's hub's (docs/federation.md):
+/// that hub started the clock first and answers `-32051`; the owner's hub
+/// keeps the same `timeoutMs` only as a backstop, set this much later, so
+/// that a timer of the caller's hub running late under load still fires
+/// first and is counted there. Local callers: none.
+const LINK_DEADLINE_GRACE: Duration = Duration::from_secs(1);
+
+fn deadline_grace(caller: &Conn) -> Duration {
+    if caller.transport == Transport::Link {
+        LINK_DEADLINE_GRACE
+    } else {
+        Duration::ZERO
+    }
+}
+
 /// Step four, under `O.pending`: unless the service is gone or at
 /// `maxInFlightPerService`, the entry for Y (which makes the request
 /// answerable), its deadline, and `clientService/handleRequest` queued to
@@ -429,7 +445,8 @@ fn forward(
     caller_key: &CallerId,
     forwarded_id: u64,
 ) -> Result<(), Refusal> {
-    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    let deadline =
+        Instant::now() + Duration::from_millis(request.timeout_ms) + deadline_grace(caller);
     let mut pending = route.owner.pending.lock();
     let max = hub.limits.max_in_flight_per_service;
     if let Some(reason) = route
@@ -523,7 +540,7 @@ pub fn response(hub: &HubState, owner: &Conn, id: &RawValue, outcome: Outcome<'_
     // The entry knows when the request was forwarded: its deadline less its timeout.
     if let Some(start) = entry
         .deadline
-        .checked_sub(Duration::from_millis(entry.timeout_ms))
+        .checked_sub(Duration::from_millis(entry.timeout_ms) + deadline_grace(&entry.caller))
     {
         owner.counters.latency.record(start.elapsed());
     }
