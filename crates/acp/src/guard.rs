@@ -41,7 +41,7 @@ use nix::errno::Errno;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::prctl;
 use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::signalfd::SignalFd;
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::Pid;
 
@@ -184,7 +184,13 @@ fn guard(lifeline: RawFd, command: &[OsString]) -> Result<End, String> {
     signals
         .thread_block()
         .map_err(|e| format!("cannot block signals: {e}"))?;
-    let signal_fd = SignalFd::new(&signals).map_err(|e| format!("signalfd: {e}"))?;
+    // Non-blocking: the loop below drains every pending signal and then
+    // must go back to `poll`, where the lifeline is watched too. A blocking
+    // read after the last pending signal would wait for another signal and
+    // miss the front's end (a job that had one orphan reaped, then lost its
+    // front, kept running).
+    let signal_fd = SignalFd::with_flags(&signals, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .map_err(|e| format!("signalfd: {e}"))?;
     if front_gone(lifeline.as_fd()) {
         return Ok(End::Killed);
     }

@@ -216,3 +216,65 @@ async fn no_process_of_any_job_survives_a_sigkill_of_the_front() {
     )
     .await;
 }
+
+/// A guard run by hand (as the front runs it) whose job first has an
+/// orphan re-parented to the guard and reaped by it, then loses its front:
+/// the guard still kills the job. It once read its signal descriptor
+/// blocking, so after that first SIGCHLD it waited for another signal and
+/// never saw the lifeline end (CI caught it as a job outliving a killed
+/// front). The job writes its pid only once the orphan is reaped, so the
+/// order is certain.
+#[tokio::test]
+async fn a_guard_that_reaped_an_orphan_still_sees_its_front_go() {
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+
+    let dir = tempfile::tempdir().unwrap();
+    let pipe = PidPipe::create(dir.path().join("pid"));
+    let orphan = dir.path().join("orphan");
+    // `kill -0` succeeds on a zombie, so the loop ends only once the guard
+    // has reaped the orphan.
+    let command = format!(
+        "( sleep 0.1 & echo $! > '{orphan}' ) ; \
+         while kill -0 \"$(cat '{orphan}')\" 2>/dev/null; do sleep 0.02; done; \
+         echo $$ > '{pid}'; exec sleep 600",
+        orphan = orphan.display(),
+        pid = pipe.path.display()
+    );
+
+    let mut ends = [0; 2];
+    // SAFETY: `ends` has room for the two descriptors pipe2 writes.
+    assert_eq!(
+        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) },
+        0
+    );
+    // SAFETY: pipe2 just opened both; each is owned here once.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(ends[0]), OwnedFd::from_raw_fd(ends[1])) };
+    let lifeline = read.as_raw_fd();
+    let mut guard = std::process::Command::new(switchboard_testkit::switchboard_binary());
+    guard
+        .args(["__acp-guard", "--lifeline", &lifeline.to_string(), "--"])
+        .args(["sh", "-c", &command]);
+    // SAFETY: only fcntl between fork and exec, on a descriptor this process
+    // owns: the lifeline's read end stays open in the guard alone.
+    unsafe {
+        guard.pre_exec(move || {
+            if libc::fcntl(lifeline, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut guard = tokio::process::Command::from(guard).spawn().unwrap();
+    drop(read);
+    let job = pipe.read_pid().await;
+    assert!(!process_gone(job));
+
+    drop(write); // the front is gone
+    let status = tokio::time::timeout(WAIT, guard.wait())
+        .await
+        .expect("the guard ends once its front is gone")
+        .unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert!(process_gone(job), "the job {job} outlived its guard");
+}
