@@ -19,5 +19,6 @@ pub mod plan;
 pub mod process;
 pub mod report;
 pub mod stats;
+pub mod stdio_relay;
 pub mod systems;
 pub mod workloads;

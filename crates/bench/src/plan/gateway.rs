@@ -3,7 +3,10 @@
 //! (WS) column the same call through the hub's own `/mcp` over Streamable
 //! HTTP (its HTTP port) → hub → `provide-mcp` → the server; the floor
 //! column is the same client calling the same server directly over stdio,
-//! so hub − floor is what the gateway adds. Memory: five clients sharing
+//! so hub − floor is what the gateway adds. Beside them, in the floor
+//! column, the same call through three processes that only copy bytes
+//! (`switchboard-floor -- …`): the least any path through three processes
+//! adds on this machine. Memory: five clients sharing
 //! three servers hosted on the hub (hub column) against five clients each
 //! starting their own three (floor column).
 
@@ -25,10 +28,19 @@ pub(super) const GATEWAY: &str =
     "8. MCP gateway (hub (Unix) column: client → switchboard mcp → hub → provide-mcp → server; hub (WS) column: client → the hub's /mcp over HTTP → provide-mcp → server; floor column: client → server over stdio)";
 pub(super) const P50: &str = "tools/call p50 µs";
 pub(super) const P99: &str = "tools/call p99 µs";
+/// The shape's floor: the same client → three processes that only copy
+/// bytes (`switchboard-floor -- …`, chained) → the same server, in the
+/// floor column.
+pub(super) const CHAIN_P50: &str =
+    "tools/call p50 µs through three byte relays (the shape's floor)";
+pub(super) const CHAIN_P99: &str =
+    "tools/call p99 µs through three byte relays (the shape's floor)";
 pub(super) const MEMORY: &str = "5 clients × 3 servers: total RSS MiB (hub: shared through the gateway; floor: each client its own)";
 
 /// The gateway's added p50 the issue allows.
 const ADDED_P50_TARGET_US: f64 = 150.0;
+/// The processes between client and server on the gateway's path.
+const RELAYS: usize = 3;
 const CLIENTS: usize = 5;
 const SERVERS: usize = 3;
 
@@ -113,6 +125,36 @@ pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
     Measurement {
         rows,
         takes: vec![through, over_http, direct],
+    }
+    .record(plan.runs, report)
+    .await;
+
+    let rows = vec![
+        Row::new(GATEWAY, CHAIN_P50, Format::Decimal(1), true),
+        Row::new(GATEWAY, CHAIN_P99, Format::Decimal(1), true),
+    ];
+    let chained = Take::new(
+        System::Floor,
+        format!("{GATEWAY} call through three byte relays"),
+        0..2,
+        move |_run| async move {
+            let server = test_server(plan);
+            let mut args: Vec<std::ffi::OsString> = Vec::new();
+            for _ in 0..RELAYS - 1 {
+                args.extend(["--".into(), plan.bins.floor.clone().into()]);
+            }
+            args.push("--".into());
+            args.push(server.program.clone().into());
+            args.extend(server.args.iter().cloned());
+            let log = std::env::temp_dir().join("sb-bench-relayed-mcp.log");
+            let mut client = StdioMcp::start(&plan.bins.floor, &args, &[], &log).await?;
+            let latency = call_latencies(&mut client, "echo", duration).await?;
+            Ok(latency_taken(&latency))
+        },
+    );
+    Measurement {
+        rows,
+        takes: vec![chained],
     }
     .record(plan.runs, report)
     .await;
@@ -218,15 +260,21 @@ pub(super) fn targets(report: &Report) -> Vec<TargetCheck> {
     if let (Some(p50), Some(p99)) = (report.row(GATEWAY, P50), report.row(GATEWAY, P99)) {
         let added = |row: &Row| Some(row.median(System::HubUnix)? - row.median(System::Floor)?);
         let (added_p50, added_p99) = (added(p50), added(p99));
+        let chain_added_p50 = report
+            .row(GATEWAY, CHAIN_P50)
+            .and_then(|chain| chain.median(System::Floor))
+            .zip(p50.median(System::Floor))
+            .map(|(chained, direct)| chained - direct);
         checks.push(TargetCheck {
             target: format!(
                 "MCP gateway: a tools/call adds at most {ADDED_P50_TARGET_US:.0} µs at p50 over calling the server directly"
             ),
             met: added_p50.map(|a| a <= ADDED_P50_TARGET_US),
             detail: format!(
-                "added p50 {} µs, p99 {} µs",
+                "added p50 {} µs, p99 {} µs; three relays that do nothing but copy add p50 {} µs",
                 Format::Decimal(1).show_or_dash(added_p50),
-                Format::Decimal(1).show_or_dash(added_p99)
+                Format::Decimal(1).show_or_dash(added_p99),
+                Format::Decimal(1).show_or_dash(chain_added_p50)
             ),
         });
         let over_http = |row: &Row| Some(row.median(System::HubWs)? - row.median(System::Floor)?);

@@ -102,3 +102,38 @@ async fn a_name_is_free_again_once_its_connection_closed() {
     })
     .await;
 }
+
+/// `switchboard-floor -- PROGRAM` (the gateway workload's floor): bytes
+/// pass both ways through a chain of two relays unchanged, and the end of
+/// the first relay's stdin reaches the program, whose exit ends the chain.
+#[tokio::test]
+async fn a_chain_of_stdio_relays_passes_bytes_both_ways_and_ends_with_its_program() {
+    use std::process::Stdio;
+    use tokio::io::{AsyncBufReadExt, BufReader};
+
+    let floor = env!("CARGO_BIN_EXE_switchboard-floor");
+    let mut chain = tokio::process::Command::new(floor)
+        .args(["--", floor, "--", "cat"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = chain.stdin.take().unwrap();
+    let mut stdout = BufReader::new(chain.stdout.take().unwrap());
+    let mut line = String::new();
+    for message in ["{\"id\":1}", "{\"id\":2,\"text\":\"é\"}"] {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        line.clear();
+        within("the line back", stdout.read_line(&mut line))
+            .await
+            .unwrap();
+        assert_eq!(line, format!("{message}\n"));
+    }
+    drop(stdin);
+    let status = within("the chain's exit", chain.wait()).await.unwrap();
+    assert!(status.success(), "{status:?}");
+}
