@@ -16,7 +16,6 @@ use std::io;
 use std::os::fd::AsFd;
 use std::process::Stdio;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::unix::pipe;
 use tokio::process::Command;
 
@@ -38,30 +37,13 @@ pub async fn relay(program: &OsString, args: &[OsString]) -> io::Result<i32> {
     // Our stdin's end closes the child's (dropping `to_child`); the relay
     // ends when the child's stdout does.
     let down = tokio::spawn(async move {
-        let _ = copy_flushing(&mut stdin, &mut to_child).await;
+        let _ = tokio::io::copy(&mut stdin, &mut to_child).await;
     });
-    let up = copy_flushing(&mut from_child, &mut stdout).await;
+    // `copy` writes what each read brings at once: nothing is held back.
+    let up = tokio::io::copy(&mut from_child, &mut stdout).await;
     down.abort();
     up?;
     Ok(child.wait().await?.code().unwrap_or(1))
-}
-
-/// Copies until end of file, writing each read at once (a relay must not
-/// hold a message back waiting for more).
-async fn copy_flushing(
-    from: &mut (impl AsyncRead + Unpin),
-    to: &mut (impl AsyncWrite + Unpin),
-) -> io::Result<()> {
-    use tokio::io::AsyncReadExt;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        to.write_all(&buf[..n]).await?;
-        to.flush().await?;
-    }
 }
 
 fn own_stdin() -> io::Result<pipe::Receiver> {
