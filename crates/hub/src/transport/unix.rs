@@ -3,18 +3,17 @@
 //! Reads go into a per-thread 64 KiB buffer and complete lines are handled
 //! straight from it, so an idle connection holds no read buffer at all; only
 //! a line split across reads is copied, into the connection's own `partial`.
-//! Writes take the whole outbound queue at once.
+//! Writes take the whole outbound queue at once. The socket is registered
+//! for readable only (`unix_stream.rs`).
 
 use std::cell::RefCell;
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{UnixListener, UnixStream};
 use tokio_util::task::TaskTracker;
 
@@ -23,6 +22,7 @@ use crate::conn::{Conn, Transport};
 use crate::outbound::Batch;
 use crate::session::{Flow, Session};
 use crate::state::HubState;
+use crate::transport::unix_stream::{ReadOutcome, ReadableStream, Writer};
 use crate::transport::{self, AcceptBackoff};
 use crate::wire;
 
@@ -108,14 +108,20 @@ async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, stream: UnixStream) {
         .ok()
         .and_then(|cred| cred.pid())
         .and_then(|pid| u32::try_from(pid).ok());
-    let (read_half, write_half) = stream.into_split();
+    let stream = match ReadableStream::new(stream) {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::warn!(%error, "cannot register a Unix connection");
+            return;
+        }
+    };
     let session = Session::new(hub.clone(), conn.clone(), None).with_peer_pid(peer_pid);
-    let read = read_lines(session, read_half);
-    let write = write_batches(conn.clone(), write_half);
+    let write = write_batches(conn.clone(), stream.writer());
+    let read = read_lines(session, stream);
     transport::run(hub, conn, read, write).await;
 }
 
-async fn read_lines(mut session: Session, mut socket: OwnedReadHalf) {
+async fn read_lines(mut session: Session, socket: ReadableStream) {
     let max = usize::try_from(session.hub().limits.max_message_bytes).unwrap_or(usize::MAX);
     let conn = session.conn().clone();
     let mut partial: Vec<u8> = Vec::new();
@@ -123,9 +129,8 @@ async fn read_lines(mut session: Session, mut socket: OwnedReadHalf) {
     let mut since_yield = 0;
     loop {
         let turn = std::future::poll_fn(|cx| {
-            READ_BUF.with_borrow_mut(|buf| {
-                poll_turn(cx, &mut socket, buf, &mut partial, &mut session, max)
-            })
+            READ_BUF
+                .with_borrow_mut(|buf| poll_turn(cx, &socket, buf, &mut partial, &mut session, max))
         });
         let turn = tokio::select! {
             biased;
@@ -168,12 +173,12 @@ enum Turn {
 /// Reads what the socket has (at most `READS_PER_TURN` chunks) and handles
 /// every complete line; `Pending` only when nothing was read.
 ///
-/// `poll_read`, not `try_read`: tokio takes a short read as proof that the
-/// socket is drained and clears its readiness, so the turn ends without the
-/// extra read that would only say `EAGAIN` (one system call per wake-up).
+/// A short read is taken as proof that the socket is drained (its
+/// readiness is cleared), so the turn ends without the extra read that
+/// would only say `EAGAIN` (one system call per wake-up).
 fn poll_turn(
     cx: &mut Context<'_>,
-    socket: &mut OwnedReadHalf,
+    socket: &ReadableStream,
     buf: &mut [u8],
     partial: &mut Vec<u8>,
     session: &mut Session,
@@ -181,22 +186,18 @@ fn poll_turn(
 ) -> Poll<Turn> {
     let mut read_total = 0;
     for _ in 0..READS_PER_TURN {
-        let mut read = ReadBuf::new(buf);
-        match Pin::new(&mut *socket).poll_read(cx, &mut read) {
+        let n = match socket.poll_read(cx, buf) {
             Poll::Pending if read_total > 0 => return Poll::Ready(Turn::Read(read_total)),
             Poll::Pending => return Poll::Pending,
-            Poll::Ready(Ok(())) => {}
-            Poll::Ready(Err(error)) if error.kind() == io::ErrorKind::Interrupted => continue,
-            Poll::Ready(Err(_)) => return Poll::Ready(Turn::Closed),
-        }
-        let n = read.filled().len();
-        if n == 0 {
-            // EOF. A last message without its newline still counts.
-            if !partial.is_empty() {
-                let _ = session.on_message(partial);
+            Poll::Ready(ReadOutcome::Bytes(n)) => n,
+            Poll::Ready(ReadOutcome::Closed) => {
+                // EOF. A last message without its newline still counts.
+                if !partial.is_empty() {
+                    let _ = session.on_message(partial);
+                }
+                return Poll::Ready(Turn::Closed);
             }
-            return Poll::Ready(Turn::Closed);
-        }
+        };
         read_total += n;
         if split_lines(&buf[..n], partial, session, max) == Flow::Close {
             return Poll::Ready(Turn::Closed);
@@ -251,7 +252,7 @@ pub(crate) fn split_lines(
     Flow::Continue
 }
 
-async fn write_batches(conn: Arc<Conn>, mut socket: OwnedWriteHalf) {
+async fn write_batches(conn: Arc<Conn>, mut socket: Writer) {
     let mut batch = Vec::new();
     loop {
         match conn.out.next_batch(&mut batch).await {
@@ -268,5 +269,5 @@ async fn write_batches(conn: Arc<Conn>, mut socket: OwnedWriteHalf) {
         }
         conn.out.written(&mut batch);
     }
-    let _ = socket.shutdown().await;
+    socket.shutdown();
 }
