@@ -9,6 +9,7 @@
 //! a stale answer is the consumer layer's job, not this file's.
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode as McpCode, ErrorData};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use switchboard_client::{ErrorKind, RpcError};
@@ -38,12 +39,9 @@ pub(crate) fn answer_to_mcp(
 ) -> Result<Value, ErrorData> {
     let error = match answer {
         Ok(raw) => {
-            let result = serde_json::from_str::<Value>(raw.get())
-                .ok()
-                .filter(|value| {
-                    value.get("task").is_some()
-                        || serde_json::from_value::<CallToolResult>(value.clone()).is_ok()
-                });
+            let result = is_call_tool_result(raw.get())
+                .then(|| serde_json::from_str::<Value>(raw.get()).ok())
+                .flatten();
             return Ok(result.unwrap_or_else(|| {
                 tool_error(
                     "malformed_result",
@@ -103,6 +101,56 @@ pub(crate) fn answer_to_mcp(
         (kind, None) => hub_reason(&kind).unwrap_or_else(|| format!("error {}", rpc.code)),
     };
     Ok(tool_error(&reason, &rpc.message))
+}
+
+/// Whether a provider's answer to `tools/call` is one to pass on: a
+/// `CreateTaskResult` (a `task` object), or a `CallToolResult` as rmcp
+/// reads one (an object with at least one of `content`, `structuredContent`
+/// and `isError`; `content` an array of blocks whose `type` MCP defines,
+/// `isError` a boolean, `resultType`, if any, `"complete"`). The blocks'
+/// own members are the client's to read: checking them would cost a full
+/// decode of every result, and a provider's result comes from an MCP
+/// server's answer as it sent it.
+pub(crate) fn is_call_tool_result(raw: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Block<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: &'a str,
+    }
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Shape<'a> {
+        #[serde(default, borrow)]
+        task: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        content: Option<Vec<Block<'a>>>,
+        #[serde(default, borrow, deserialize_with = "present")]
+        structured_content: Option<&'a RawValue>,
+        #[serde(default)]
+        is_error: Option<bool>,
+        #[serde(default, borrow)]
+        result_type: Option<&'a str>,
+    }
+    /// `null` counts as present, as rmcp counts it.
+    fn present<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<&'de RawValue>, D::Error> {
+        <&RawValue>::deserialize(deserializer).map(Some)
+    }
+    const BLOCK_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "resource_link"];
+    let Ok(shape) = serde_json::from_str::<Shape<'_>>(raw) else {
+        return false;
+    };
+    if shape.task.is_some_and(|task| task.get().starts_with('{')) {
+        return true;
+    }
+    let blocks_known = shape
+        .content
+        .as_ref()
+        .is_none_or(|blocks| blocks.iter().all(|block| BLOCK_TYPES.contains(&block.kind)));
+    let any_member =
+        shape.content.is_some() || shape.structured_content.is_some() || shape.is_error.is_some();
+    blocks_known && any_member && shape.result_type.is_none_or(|kind| kind == "complete")
 }
 
 /// The reason word of a hub error of `kind`, if it is one.
@@ -167,4 +215,39 @@ fn answered(rpc: RpcError) -> ErrorData {
     let data = rpc.data();
     let code = i32::try_from(rpc.code).unwrap_or(McpCode::INTERNAL_ERROR.0);
     ErrorData::new(McpCode(code), rpc.message, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shallow check agrees with rmcp's full decode on the shapes that
+    /// matter, and passes a task's answer.
+    #[test]
+    fn a_call_tool_result_is_what_rmcp_would_read_as_one() {
+        let cases = [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"content":[],"isError":true}"#,
+            r#"{"structuredContent":{"a":1}}"#,
+            r#"{"structuredContent":null}"#,
+            r#"{"isError":false,"_meta":{"x":1}}"#,
+            r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"resultType":"complete"}"#,
+            r#"{"content":[{"type":"resource_link","uri":"a:b","name":"b"}]}"#,
+            r#"{}"#,
+            r#"{"_meta":{}}"#,
+            r#"{"content":[{"type":"video"}]}"#,
+            r#"{"content":"text"}"#,
+            r#"{"isError":"yes"}"#,
+            r#"{"content":[],"resultType":"input_required"}"#,
+            r#"[]"#,
+            r#""text""#,
+        ];
+        for case in cases {
+            let rmcp = serde_json::from_str::<CallToolResult>(case).is_ok();
+            assert_eq!(is_call_tool_result(case), rmcp, "{case}");
+        }
+        assert!(is_call_tool_result(
+            r#"{"task":{"taskId":"t","status":"working"}}"#
+        ));
+    }
 }

@@ -17,6 +17,8 @@
 //!   `tools.rs`, `surface.rs`: the methods themselves;
 //! - `wire.rs`: what MCP 2025-11-25 says that rmcp's model cannot carry
 //!   (tasks), carried around it;
+//! - `fast.rs`: a plain `tools/call` from the wire to the consumer and its
+//!   answer back, around rmcp (the per-call cost of the gateway);
 //! - `errors.rs`: failures as MCP answers; `progress.rs`: version-1
 //!   providers' progress; `logging.rs`: rmcp's own line for each error
 //!   answer, left out;
@@ -25,6 +27,7 @@
 //! Stdout carries only MCP messages; logs go to stderr.
 
 mod errors;
+mod fast;
 mod handler;
 pub mod logging;
 mod progress;
@@ -192,7 +195,9 @@ impl Gateway {
         surface.borrow_and_update();
         let wire = Arc::new(WireState::default());
         let session = Session::open(self.clone(), wire.clone());
-        let (read, write) = wire::tap(reader, writer, wire);
+        let (answers, answered) = tokio::sync::mpsc::channel(fast::ANSWER_QUEUE);
+        let fast = fast::FastCalls::new(session.clone(), answers);
+        let (read, write) = wire::tap(reader, writer, wire, fast, answered);
         let running = SessionService::new(session.clone())
             .serve((read, write))
             .await

@@ -14,15 +14,21 @@
 //! - out: the answer to `initialize` gains `capabilities.tasks` (MCP
 //!   2025-11-25's shape) when the negotiated version has tasks.
 //!
+//! The same pumps take plain `tools/call`s around rmcp (`fast.rs`).
+//!
 //! Lines are bounded like rmcp's own (16 MiB); a longer one is dropped.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
 use parking_lot::RwLock;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
+use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
+
+use super::fast::FastCalls;
 
 /// The `_meta` key a `tools/call`'s `task` member travels under inside the
 /// gateway.
@@ -41,6 +47,9 @@ pub(crate) struct WireState {
     capabilities: RwLock<Option<Value>>,
     /// The id of the `initialize` request, until it is answered.
     initialize_id: RwLock<Option<Value>>,
+    /// `initialize` was answered with a version before 2026-07-28: the
+    /// session's plain calls may take the fast path (`fast.rs`).
+    ready: AtomicBool,
 }
 
 impl WireState {
@@ -48,6 +57,11 @@ impl WireState {
     /// session without one: a 2026-07-28 client declares per request).
     pub(crate) fn capabilities(&self) -> Option<Value> {
         self.capabilities.read().clone()
+    }
+
+    /// Whether the session's plain `tools/call`s may take the fast path.
+    pub(crate) fn ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
     }
 
     /// Whether a line from the client may need carrying (only those are
@@ -91,6 +105,10 @@ impl WireState {
         }
         *self.initialize_id.write() = None;
         let result = &mut message["result"];
+        let older = result["protocolVersion"]
+            .as_str()
+            .is_some_and(|version| version < "2026-07-28");
+        self.ready.store(older, Ordering::Release);
         let has_tasks = result["protocolVersion"]
             .as_str()
             .is_some_and(|version| version == "2025-11-25");
@@ -114,66 +132,111 @@ fn meta_of(params: &mut Map<String, Value>) -> &mut Map<String, Value> {
 }
 
 /// Puts the pumps between `reader`/`writer` (the client) and rmcp: returns
-/// the ends rmcp serves on. The pumps end when either side closes.
-pub(crate) fn tap<R, W>(reader: R, writer: W, state: Arc<WireState>) -> (DuplexStream, DuplexStream)
+/// the ends rmcp serves on. Plain `tools/call`s go to `fast` instead of
+/// rmcp, and their answers come back through `answers`. The pumps end when
+/// either side closes.
+pub(crate) fn tap<R, W>(
+    reader: R,
+    writer: W,
+    state: Arc<WireState>,
+    fast: Arc<FastCalls>,
+    answers: mpsc::Receiver<String>,
+) -> (DuplexStream, DuplexStream)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
-    let incoming = state.clone();
-    tokio::spawn(pump(
-        reader,
-        to_rmcp,
-        WireState::may_carry_in,
-        move |message| incoming.carry_in(message),
-    ));
-    let outgoing = state.clone();
-    tokio::spawn(pump(
-        from_rmcp,
-        writer,
-        move |_| outgoing.may_carry_out(),
-        move |message| state.carry_out(message),
-    ));
+    tokio::spawn(pump_in(reader, to_rmcp, state.clone(), fast));
+    tokio::spawn(pump_out(from_rmcp, answers, writer, state));
     (rmcp_reads, rmcp_writes)
 }
 
-/// Copies lines from `reader` to `writer`; each line `may_carry` picks is
-/// read as JSON and goes through `carry` (one that is not JSON goes on
-/// untouched: rmcp answers it).
-async fn pump<R, W>(
+/// Lines of an MCP stream, each bounded by [`MAX_LINE`]; `None` at its end.
+async fn next_line<R: AsyncRead + Unpin>(lines: &mut FramedRead<R, LinesCodec>) -> Option<String> {
+    loop {
+        match lines.next().await? {
+            Ok(line) => return Some(line),
+            Err(LinesCodecError::MaxLineLengthExceeded) => {
+                tracing::error!(
+                    max = MAX_LINE,
+                    "an MCP message exceeded the longest line; dropped"
+                );
+            }
+            Err(LinesCodecError::Io(error)) => {
+                tracing::debug!(%error, "the MCP stream ended");
+                return None;
+            }
+        }
+    }
+}
+
+/// The client's lines to rmcp: a plain `tools/call` is started as a fast
+/// call instead; a line that may need carrying is read as JSON and goes
+/// through [`WireState::carry_in`] (one that is not JSON goes on untouched:
+/// rmcp answers it).
+async fn pump_in<R, W>(reader: R, writer: W, state: Arc<WireState>, fast: Arc<FastCalls>)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
+    let mut out = FramedWrite::new(writer, LinesCodec::new_with_max_length(MAX_LINE));
+    while let Some(line) = next_line(&mut lines).await {
+        if line.contains("\"tools/call\"") {
+            if state.ready() && fast.try_start(&line) {
+                continue;
+            }
+        } else if line.contains("\"notifications/cancelled\"") {
+            fast.cancelled(&line);
+        }
+        let line = match WireState::may_carry_in(&line)
+            .then(|| serde_json::from_str::<Value>(&line).ok())
+            .flatten()
+        {
+            Some(mut message) => {
+                state.carry_in(&mut message);
+                message.to_string()
+            }
+            None => line,
+        };
+        if out.send(line).await.is_err() {
+            break;
+        }
+    }
+    fast.end();
+}
+
+/// rmcp's lines and the fast calls' answers to the client; until
+/// `initialize` is answered, rmcp's lines go through
+/// [`WireState::carry_out`].
+async fn pump_out<R, W>(
     reader: R,
+    mut answers: mpsc::Receiver<String>,
     writer: W,
-    may_carry: impl Fn(&str) -> bool,
-    carry: impl Fn(&mut Value),
+    state: Arc<WireState>,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
     let mut out = FramedWrite::new(writer, LinesCodec::new_with_max_length(MAX_LINE));
-    while let Some(line) = lines.next().await {
-        let line = match line {
-            Ok(line) => line,
-            Err(LinesCodecError::MaxLineLengthExceeded) => {
-                tracing::error!(
-                    max = MAX_LINE,
-                    "an MCP message exceeded the longest line; dropped"
-                );
-                continue;
-            }
-            Err(LinesCodecError::Io(error)) => {
-                tracing::debug!(%error, "the MCP stream ended");
-                break;
-            }
+    loop {
+        let line = tokio::select! {
+            line = next_line(&mut lines) => match line {
+                Some(line) => line,
+                None => break,
+            },
+            Some(answer) = answers.recv() => answer,
         };
-        let line = match may_carry(&line)
+        let line = match state
+            .may_carry_out()
             .then(|| serde_json::from_str::<Value>(&line).ok())
             .flatten()
         {
             Some(mut message) => {
-                carry(&mut message);
+                state.carry_out(&mut message);
                 message.to_string()
             }
             None => line,

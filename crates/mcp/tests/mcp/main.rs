@@ -6,6 +6,7 @@
 mod support;
 
 mod callbacks;
+mod fast;
 mod profiles;
 mod surface;
 mod tool_search;

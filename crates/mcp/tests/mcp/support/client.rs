@@ -293,6 +293,16 @@ impl RawClient {
         .unwrap_or_else(|_| panic!("no answer to {method} within {WAIT:?}"))
     }
 
+    /// The next message the gateway writes, whatever it is.
+    pub async fn next_message(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("the gateway wrote nothing within {WAIT:?}"))
+            .unwrap()
+            .expect("the gateway is still there");
+        serde_json::from_str(&line).unwrap()
+    }
+
     /// `initialize` at `version` declaring `capabilities`, then `initialized`.
     pub async fn initialize(&mut self, version: &str, capabilities: Value) -> Value {
         let answer = self
