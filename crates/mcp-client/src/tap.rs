@@ -85,16 +85,21 @@ impl WireTap {
     }
 
     /// Called by the reader for every line the server wrote, before rmcp
-    /// decodes it.
-    pub(crate) fn incoming(&self, line: &[u8]) {
+    /// decodes it. For the result of a request awaited raw, the line rmcp
+    /// is to read instead: the same answer with a tiny stand-in result. rmcp
+    /// decodes every message whole into its model, through serde's buffer
+    /// and an untagged enum tried variant by variant (the largest cost of a
+    /// relayed call); its caller takes the result from the tap, so rmcp
+    /// needs only the id to complete the request.
+    pub(crate) fn incoming(&self, line: &[u8]) -> Option<Vec<u8>> {
         let Ok(peek) = serde_json::from_slice::<Peek<'_>>(line) else {
-            return;
+            return None;
         };
         let Some(id) = peek.id else {
             if peek.method.map(RawValue::get) == Some("\"notifications/progress\"") {
                 self.progress(peek.params);
             }
-            return;
+            return None;
         };
         let mut state = self.state.lock();
         match (peek.method, peek.result) {
@@ -115,7 +120,9 @@ impl WireTap {
                     state.initialize = None;
                     state.initialize_result = Some(result.to_owned());
                 } else if state.awaiting.remove(&id) {
+                    let stand_in = stand_in(&id);
                     state.results.insert(id, result.to_owned());
+                    return stand_in;
                 }
             }
             // An error answer: rmcp's error type keeps all of it.
@@ -123,6 +130,7 @@ impl WireTap {
                 state.awaiting.remove(&id);
             }
         }
+        None
     }
 
     /// Counts a progress report of a watched call.
@@ -182,6 +190,18 @@ impl WireTap {
     pub(crate) fn initialize_result(&self) -> Option<Box<RawValue>> {
         self.state.lock().initialize_result.clone()
     }
+}
+
+/// The result rmcp reads in place of one taken raw: the shape of the third
+/// variant of its untagged `ServerResult` (an empty completion), so that
+/// two variants fail before one matches, not eighteen (each failure builds
+/// a formatted serde error).
+const STAND_IN_RESULT: &str = r#"{"completion":{"values":[]}}"#;
+
+/// The answer to `id` with the stand-in result, as a line.
+fn stand_in(id: &RequestId) -> Option<Vec<u8>> {
+    let id = serde_json::to_string(id).ok()?;
+    Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{STAND_IN_RESULT}}}\n").into_bytes())
 }
 
 fn raw(text: &str) -> Box<RawValue> {
@@ -287,14 +307,28 @@ where
     }
 }
 
-/// A reader that shows each complete line to the tap as it passes.
+/// A reader that shows each complete line to the tap as it passes, and
+/// hands rmcp the tap's stand-in for a line the tap takes raw.
+///
+/// Lines are handed on whole: rmcp decodes nothing before a newline
+/// anyway. A line longer than [`MAX_LINE_BYTES`] is not shown to the tap
+/// and goes on as it comes (rmcp's own bound drops it).
 pub(crate) struct TapRead<R> {
     inner: R,
     tap: Arc<WireTap>,
+    /// The line being read, until its newline.
     line: Vec<u8>,
-    /// Skipping the rest of a line longer than [`MAX_LINE_BYTES`].
+    /// Passing on the rest of a line longer than [`MAX_LINE_BYTES`].
     discarding: bool,
+    /// What rmcp is to read next, from `ready_at`.
+    ready: Vec<u8>,
+    ready_at: usize,
+    /// What one read of `inner` takes.
+    scratch: Box<[u8]>,
 }
+
+/// The most one read of the server's output takes.
+const READ_BYTES: usize = 64 * 1024;
 
 impl<R> TapRead<R> {
     pub(crate) fn new(inner: R, tap: Arc<WireTap>) -> Self {
@@ -303,31 +337,56 @@ impl<R> TapRead<R> {
             tap,
             line: Vec::new(),
             discarding: false,
+            ready: Vec::new(),
+            ready_at: 0,
+            scratch: vec![0; READ_BYTES].into_boxed_slice(),
         }
     }
 
+    /// Takes in what the server wrote: complete lines (or their stand-ins)
+    /// become ready for rmcp.
     fn saw(&mut self, mut bytes: &[u8]) {
         while !bytes.is_empty() {
-            let newline = bytes.iter().position(|b| *b == b'\n');
+            let newline = memchr::memchr(b'\n', bytes);
             let take = newline.map_or(bytes.len(), |at| at + 1);
             let (part, rest) = bytes.split_at(take);
             bytes = rest;
-            if !self.discarding {
-                if self.line.len() + part.len() > MAX_LINE_BYTES {
-                    self.line.clear();
-                    self.discarding = true;
-                } else {
-                    self.line.extend_from_slice(part);
-                }
+            if self.discarding {
+                self.ready.extend_from_slice(part);
+            } else if self.line.len() + part.len() > MAX_LINE_BYTES {
+                self.ready.append(&mut self.line);
+                self.ready.extend_from_slice(part);
+                self.discarding = true;
+            } else {
+                self.line.extend_from_slice(part);
             }
             if newline.is_some() {
                 if !self.discarding {
-                    self.tap.incoming(&self.line);
+                    match self.tap.incoming(&self.line) {
+                        Some(stand_in) => self.ready.extend_from_slice(&stand_in),
+                        None => self.ready.extend_from_slice(&self.line),
+                    }
                 }
                 self.line.clear();
                 self.discarding = false;
             }
         }
+    }
+
+    /// Copies what is ready into `buf`; whether anything was.
+    fn hand_on(&mut self, buf: &mut ReadBuf<'_>) -> bool {
+        let pending = &self.ready[self.ready_at..];
+        if pending.is_empty() {
+            return false;
+        }
+        let n = pending.len().min(buf.remaining());
+        buf.put_slice(&pending[..n]);
+        self.ready_at += n;
+        if self.ready_at == self.ready.len() {
+            self.ready.clear();
+            self.ready_at = 0;
+        }
+        true
     }
 }
 
@@ -338,13 +397,28 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = polled {
-            let filled = buf.filled()[before..].to_vec();
-            this.saw(&filled);
+        loop {
+            if this.hand_on(buf) {
+                return Poll::Ready(Ok(()));
+            }
+            let mut read = ReadBuf::new(&mut this.scratch);
+            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Ok(())) => {}
+            }
+            let n = read.filled().len();
+            if n == 0 {
+                // The end: a last line without its newline goes on as it is.
+                this.ready.append(&mut this.line);
+                this.discarding = false;
+                this.hand_on(buf);
+                return Poll::Ready(Ok(()));
+            }
+            let scratch = std::mem::take(&mut this.scratch);
+            this.saw(&scratch[..n]);
+            this.scratch = scratch;
         }
-        polled
     }
 }
 
@@ -365,6 +439,70 @@ mod tests {
         // Not awaited (never, or abandoned): not kept.
         tap.incoming(br#"{"jsonrpc":"2.0","id":4,"result":{}}"#);
         assert!(tap.take_result(&RequestId::Number(4)).is_none());
+    }
+
+    #[tokio::test]
+    async fn rmcp_reads_a_stand_in_for_a_result_taken_raw() {
+        use tokio::io::AsyncReadExt;
+        let tap = Arc::new(WireTap::default());
+        tap.state
+            .lock()
+            .awaiting
+            .insert(RequestId::String("c-1".into()));
+        let wire = concat!(
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":"c-1","result":{"content":[{"type":"text","text":"big"}]}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":9,"result":{"tools":[]}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":10"#,
+        );
+        let mut read = TapRead::new(wire.as_bytes(), tap.clone());
+        let mut seen = String::new();
+        read.read_to_string(&mut seen).await.unwrap();
+        let expected = concat!(
+            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":"c-1","result":{"completion":{"values":[]}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":9,"result":{"tools":[]}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":10"#,
+        );
+        assert_eq!(seen, expected);
+        assert_eq!(
+            tap.take_result(&RequestId::String("c-1".into()))
+                .unwrap()
+                .get(),
+            r#"{"content":[{"type":"text","text":"big"}]}"#
+        );
+    }
+
+    #[test]
+    fn the_stand_in_is_a_result_rmcp_reads_early() {
+        let read: rmcp::model::ServerResult = serde_json::from_str(STAND_IN_RESULT).unwrap();
+        assert!(
+            matches!(read, rmcp::model::ServerResult::CompleteResult(_)),
+            "{read:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_bound_goes_on_untouched_and_unseen() {
+        use tokio::io::AsyncReadExt;
+        let tap = Arc::new(WireTap::default());
+        tap.state.lock().awaiting.insert(RequestId::Number(1));
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"result":{{"x":"{}"}}}}"#,
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        let wire = format!("{long}\n{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{}}}}\n");
+        let mut read = TapRead::new(wire.as_bytes(), tap.clone());
+        let mut seen = Vec::new();
+        read.read_to_end(&mut seen).await.unwrap();
+        assert_eq!(seen, wire.as_bytes());
+        assert!(tap.take_result(&RequestId::Number(1)).is_none());
     }
 
     #[test]

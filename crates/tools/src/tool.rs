@@ -147,6 +147,18 @@ impl ToolResult {
         Ok(Self::from_json(&value))
     }
 
+    /// A whole `CallToolResult` object as JSON text, kept as it is (a
+    /// relayed server's result: no decode and encode again).
+    pub fn from_raw(raw: Box<RawValue>) -> Result<Self, ToolError> {
+        if !raw.get().trim_start().starts_with('{') {
+            return Err(ToolError::Failed(ErrorObject::new(
+                switchboard_protocol::ErrorCode::InternalError,
+                "a tool result must be a JSON object (an MCP CallToolResult)",
+            )));
+        }
+        Ok(ToolResult(raw))
+    }
+
     fn from_json(value: &Value) -> Self {
         // A `Value` always serializes.
         ToolResult(

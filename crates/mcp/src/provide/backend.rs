@@ -5,7 +5,6 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
 use switchboard_mcp_client::{CallError, Connection, HandlerFuture, ProgressSink, ProgressUpdate};
 use switchboard_protocol::{ErrorCode, ErrorObject};
 use switchboard_tools::errors::tool_unavailable;
@@ -72,9 +71,7 @@ async fn relay(
         }
     };
     let result = match answer {
-        Ok(result) => serde_json::from_str::<Value>(result.get())
-            .map_err(|error| failed(format!("cannot read the MCP server's result: {error}")))
-            .and_then(ToolResult::from_value)?,
+        Ok(result) => ToolResult::from_raw(result)?,
         Err(error @ CallError::NotAnObject(_)) => {
             return Err(ToolError::Failed(ErrorObject::new(
                 ErrorCode::InvalidParams,
