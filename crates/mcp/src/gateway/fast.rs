@@ -36,6 +36,7 @@ use tokio::task::AbortHandle;
 use super::errors::{answer_to_mcp, is_call_tool_result};
 use super::search::{CALL_TOOL, SEARCH_TOOL};
 use super::session::Session;
+use super::wire::CallsAround;
 
 /// The answers of fast calls waiting for the session's writer; a full
 /// queue holds the calls' tasks (the client is not reading), not memory.
@@ -95,9 +96,22 @@ impl FastCalls {
         })
     }
 
+    /// The tool the session lists as `shown`, unless it is one of tool
+    /// search's own.
+    fn listed_tool(&self, shown: &str) -> Option<Arc<ExposedTool>> {
+        let gateway = &self.session.gateway;
+        if gateway.tool_search() && (shown == SEARCH_TOOL || shown == CALL_TOOL) {
+            return None;
+        }
+        let exposed = gateway.exposed(shown)?;
+        gateway.tools.tools().get(exposed).cloned()
+    }
+}
+
+impl CallsAround for FastCalls {
     /// Starts `line` as a fast call if it is a plain `tools/call` of a
     /// listed tool; `false`: rmcp is to have it.
-    pub(crate) fn try_start(self: &Arc<Self>, line: &str) -> bool {
+    fn try_start(self: &Arc<Self>, line: &str) -> bool {
         let Ok(call) = serde_json::from_str::<Call<'_>>(line) else {
             return false;
         };
@@ -145,7 +159,7 @@ impl FastCalls {
 
     /// `notifications/cancelled` from the client: a fast call it names
     /// ends here (the notification goes on to rmcp, for its own calls).
-    pub(crate) fn cancelled(&self, line: &str) {
+    fn cancelled(&self, line: &str) {
         let Ok(cancelled) = serde_json::from_str::<Cancelled<'_>>(line) else {
             return;
         };
@@ -157,21 +171,10 @@ impl FastCalls {
     }
 
     /// The session ended: its calls are not wanted.
-    pub(crate) fn end(&self) {
+    fn end(&self) {
         for (_, task) in self.in_flight.lock().drain() {
             task.abort();
         }
-    }
-
-    /// The tool the session lists as `shown`, unless it is one of tool
-    /// search's own.
-    fn listed_tool(&self, shown: &str) -> Option<Arc<ExposedTool>> {
-        let gateway = &self.session.gateway;
-        if gateway.tool_search() && (shown == SEARCH_TOOL || shown == CALL_TOOL) {
-            return None;
-        }
-        let exposed = gateway.exposed(shown)?;
-        gateway.tools.tools().get(exposed).cloned()
     }
 }
 

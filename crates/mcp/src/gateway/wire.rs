@@ -28,8 +28,6 @@ use tokio::io::{AsyncRead, AsyncWrite, DuplexStream};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec, LinesCodecError};
 
-use super::fast::FastCalls;
-
 /// The `_meta` key a `tools/call`'s `task` member travels under inside the
 /// gateway.
 pub(crate) const TASK_META: &str = "switchboard/task";
@@ -131,20 +129,32 @@ fn meta_of(params: &mut Map<String, Value>) -> &mut Map<String, Value> {
     meta.as_object_mut().expect("made an object above")
 }
 
+/// What takes a session's plain `tools/call`s around rmcp (`fast.rs`).
+pub(crate) trait CallsAround: Send + Sync + 'static {
+    /// Starts the call on `line` if it is one to take; `false`: rmcp is to
+    /// have the line.
+    fn try_start(self: &Arc<Self>, line: &str) -> bool;
+    /// A `notifications/cancelled` from the client (it goes on to rmcp too).
+    fn cancelled(&self, line: &str);
+    /// The client went away.
+    fn end(&self);
+}
+
 /// Puts the pumps between `reader`/`writer` (the client) and rmcp: returns
 /// the ends rmcp serves on. Plain `tools/call`s go to `fast` instead of
 /// rmcp, and their answers come back through `answers`. The pumps end when
 /// either side closes.
-pub(crate) fn tap<R, W>(
+pub(crate) fn tap<R, W, C>(
     reader: R,
     writer: W,
     state: Arc<WireState>,
-    fast: Arc<FastCalls>,
+    fast: Arc<C>,
     answers: mpsc::Receiver<String>,
 ) -> (DuplexStream, DuplexStream)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
+    C: CallsAround,
 {
     let (to_rmcp, rmcp_reads) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_writes, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
@@ -176,10 +186,11 @@ async fn next_line<R: AsyncRead + Unpin>(lines: &mut FramedRead<R, LinesCodec>) 
 /// call instead; a line that may need carrying is read as JSON and goes
 /// through [`WireState::carry_in`] (one that is not JSON goes on untouched:
 /// rmcp answers it).
-async fn pump_in<R, W>(reader: R, writer: W, state: Arc<WireState>, fast: Arc<FastCalls>)
+async fn pump_in<R, W, C>(reader: R, writer: W, state: Arc<WireState>, fast: Arc<C>)
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
+    C: CallsAround,
 {
     let mut lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE));
     let mut out = FramedWrite::new(writer, LinesCodec::new_with_max_length(MAX_LINE));
