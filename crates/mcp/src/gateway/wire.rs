@@ -163,6 +163,21 @@ where
     (rmcp_reads, rmcp_writes)
 }
 
+/// `line` after `carry`, if it `may_carry` and is JSON; else as it came
+/// (a line that is not JSON goes on untouched: rmcp answers it).
+fn carried(line: String, may_carry: bool, carry: impl FnOnce(&mut Value)) -> String {
+    if !may_carry {
+        return line;
+    }
+    match serde_json::from_str::<Value>(&line) {
+        Ok(mut message) => {
+            carry(&mut message);
+            message.to_string()
+        }
+        Err(_) => line,
+    }
+}
+
 /// Lines of an MCP stream, each bounded by [`MAX_LINE`]; `None` at its end.
 async fn next_line<R: AsyncRead + Unpin>(lines: &mut FramedRead<R, LinesCodec>) -> Option<String> {
     loop {
@@ -183,9 +198,8 @@ async fn next_line<R: AsyncRead + Unpin>(lines: &mut FramedRead<R, LinesCodec>) 
 }
 
 /// The client's lines to rmcp: a plain `tools/call` is started as a fast
-/// call instead; a line that may need carrying is read as JSON and goes
-/// through [`WireState::carry_in`] (one that is not JSON goes on untouched:
-/// rmcp answers it).
+/// call instead; a line that may need carrying goes through
+/// [`WireState::carry_in`].
 async fn pump_in<R, W, C>(reader: R, writer: W, state: Arc<WireState>, fast: Arc<C>)
 where
     R: AsyncRead + Unpin,
@@ -202,16 +216,8 @@ where
         } else if line.contains("\"notifications/cancelled\"") {
             fast.cancelled(&line);
         }
-        let line = match WireState::may_carry_in(&line)
-            .then(|| serde_json::from_str::<Value>(&line).ok())
-            .flatten()
-        {
-            Some(mut message) => {
-                state.carry_in(&mut message);
-                message.to_string()
-            }
-            None => line,
-        };
+        let may_carry = WireState::may_carry_in(&line);
+        let line = carried(line, may_carry, |message| state.carry_in(message));
         if out.send(line).await.is_err() {
             break;
         }
@@ -241,17 +247,9 @@ async fn pump_out<R, W>(
             },
             Some(answer) = answers.recv() => answer,
         };
-        let line = match state
-            .may_carry_out()
-            .then(|| serde_json::from_str::<Value>(&line).ok())
-            .flatten()
-        {
-            Some(mut message) => {
-                state.carry_out(&mut message);
-                message.to_string()
-            }
-            None => line,
-        };
+        let line = carried(line, state.may_carry_out(), |message| {
+            state.carry_out(message)
+        });
         if out.send(line).await.is_err() {
             break;
         }
