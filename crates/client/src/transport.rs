@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_protocol::discovery::HubInfo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use switchboard_socket::{ReadOutcome, ReadableStream};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -51,14 +50,23 @@ fn read_info_in(dir: &Path) -> Result<HubInfo, Error> {
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub(crate) enum Reader {
-    Unix { half: OwnedReadHalf, buf: Vec<u8> },
+    /// `buf[..filled]` is the start of a line not yet complete.
+    Unix {
+        socket: ReadableStream,
+        buf: Vec<u8>,
+        filled: usize,
+    },
     Ws(SplitStream<Ws>),
 }
 
 pub(crate) enum Writer {
-    Unix(OwnedWriteHalf),
+    Unix(switchboard_socket::Writer),
     Ws(SplitSink<Ws, Message>),
 }
+
+/// A Unix connection's read buffer: what one read may take, and what it
+/// shrinks back to after a longer message.
+const READ_BYTES: usize = 64 * 1024;
 
 /// Opens the connection an endpoint names; returns it and the token to use.
 pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<String>), Error> {
@@ -108,13 +116,20 @@ async fn open_unix(path: &Path) -> Result<(Reader, Writer), Error> {
             endpoint: path.display().to_string(),
             error: source,
         })?;
-    let (half, write) = stream.into_split();
+    // Registered for readable only: with tokio's default registration,
+    // every read the hub makes of what we wrote would wake us for nothing.
+    let socket = ReadableStream::new(stream).map_err(|source| Error::Connect {
+        endpoint: path.display().to_string(),
+        error: source,
+    })?;
+    let writer = socket.writer();
     Ok((
         Reader::Unix {
-            half,
-            buf: Vec::with_capacity(64 * 1024),
+            socket,
+            buf: vec![0; READ_BYTES],
+            filled: 0,
         },
-        Writer::Unix(write),
+        Writer::Unix(writer),
     ))
 }
 
@@ -126,20 +141,34 @@ impl Reader {
         mut on_message: impl FnMut(&[u8]),
     ) -> std::io::Result<bool> {
         match self {
-            Reader::Unix { half, buf } => {
-                if buf.capacity() - buf.len() < 16 * 1024 {
-                    buf.reserve(64 * 1024);
+            Reader::Unix {
+                socket,
+                buf,
+                filled,
+            } => {
+                if buf.len() - *filled < READ_BYTES / 4 {
+                    // A message longer than the buffer: room for more of it.
+                    buf.resize(buf.len() * 2, 0);
                 }
-                let n = half.read_buf(buf).await?;
-                if n == 0 {
-                    return Ok(false);
-                }
+                let read = std::future::poll_fn(|cx| socket.poll_read(cx, &mut buf[*filled..]));
+                let n = match read.await {
+                    ReadOutcome::Bytes(n) => n,
+                    ReadOutcome::Closed => return Ok(false),
+                };
+                // The line carried over has no newline: only new bytes are
+                // searched.
+                let end = *filled + n;
                 let mut start = 0;
-                for end in memchr::memchr_iter(b'\n', buf) {
-                    on_message(&buf[start..end]);
-                    start = end + 1;
+                for newline in memchr::memchr_iter(b'\n', &buf[*filled..end]) {
+                    let newline = *filled + newline;
+                    on_message(&buf[start..newline]);
+                    start = newline + 1;
                 }
-                buf.drain(..start);
+                buf.copy_within(start..end, 0);
+                *filled = end - start;
+                if *filled == 0 && buf.len() > READ_BYTES {
+                    *buf = vec![0; READ_BYTES];
+                }
                 Ok(true)
             }
             Reader::Ws(stream) => loop {
@@ -166,7 +195,7 @@ impl Writer {
     /// Writes a batch of `\n`-terminated messages.
     pub(crate) async fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
         match self {
-            Writer::Unix(half) => half.write_all(batch).await,
+            Writer::Unix(writer) => writer.write_all(batch).await,
             Writer::Ws(sink) => {
                 let mut start = 0;
                 for end in memchr::memchr_iter(b'\n', batch) {
@@ -183,12 +212,74 @@ impl Writer {
 
     pub(crate) async fn close(&mut self) {
         match self {
-            Writer::Unix(half) => {
-                let _ = half.shutdown().await;
-            }
+            Writer::Unix(writer) => writer.shutdown(),
             Writer::Ws(sink) => {
                 let _ = sink.close().await;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    fn reader_of(stream: UnixStream) -> Reader {
+        Reader::Unix {
+            socket: ReadableStream::new(stream).unwrap(),
+            buf: vec![0; READ_BYTES],
+            filled: 0,
+        }
+    }
+
+    /// Lines split across reads, one longer than the buffer, and a last
+    /// line without its newline (not handed on: the hub sends none).
+    #[tokio::test]
+    async fn unix_lines_are_whole_however_they_arrive() {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let mut reader = reader_of(ours);
+        let long = "x".repeat(3 * READ_BYTES);
+        let writer = tokio::spawn(async move {
+            theirs.write_all(b"{\"a\":").await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            theirs.write_all(b"1}\n{\"b\":2}\n").await.unwrap();
+            theirs.write_all(long.as_bytes()).await.unwrap();
+            theirs.write_all(b"\n{\"c\"").await.unwrap();
+        });
+        let mut lines: Vec<Vec<u8>> = Vec::new();
+        while reader
+            .read_batch(|line| lines.push(line.to_vec()))
+            .await
+            .unwrap()
+        {}
+        writer.await.unwrap();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[0], b"{\"a\":1}");
+        assert_eq!(lines[1], b"{\"b\":2}");
+        assert_eq!(lines[2].len(), 3 * READ_BYTES);
+        let Reader::Unix { buf, filled, .. } = &reader else {
+            unreachable!()
+        };
+        assert_eq!(&buf[..*filled], b"{\"c\"");
+    }
+
+    #[tokio::test]
+    async fn the_buffer_shrinks_back_after_a_long_line() {
+        let (ours, mut theirs) = UnixStream::pair().unwrap();
+        let mut reader = reader_of(ours);
+        let mut long = "y".repeat(2 * READ_BYTES).into_bytes();
+        long.push(b'\n');
+        let writer = tokio::spawn(async move { theirs.write_all(&long).await.unwrap() });
+        let mut got = 0;
+        while got == 0 {
+            reader.read_batch(|line| got = line.len()).await.unwrap();
+        }
+        writer.await.unwrap();
+        assert_eq!(got, 2 * READ_BYTES);
+        let Reader::Unix { buf, filled, .. } = &reader else {
+            unreachable!()
+        };
+        assert_eq!((*filled, buf.len()), (0, READ_BYTES));
     }
 }

@@ -19,7 +19,6 @@ pub(crate) mod socket;
 pub mod tls;
 mod trim;
 pub mod unix;
-mod unix_stream;
 pub(crate) mod upgrade_token;
 pub mod ws;
 

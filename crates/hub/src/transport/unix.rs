@@ -4,7 +4,7 @@
 //! straight from it, so an idle connection holds no read buffer at all; only
 //! a line split across reads is copied, into the connection's own `partial`.
 //! Writes take the whole outbound queue at once. The socket is registered
-//! for readable only (`unix_stream.rs`).
+//! for readable only (the `socket` crate).
 
 use std::cell::RefCell;
 use std::io;
@@ -22,9 +22,9 @@ use crate::conn::{Conn, Transport};
 use crate::outbound::Batch;
 use crate::session::{Flow, Session};
 use crate::state::HubState;
-use crate::transport::unix_stream::{ReadOutcome, ReadableStream, Writer};
 use crate::transport::{self, AcceptBackoff};
 use crate::wire;
+use switchboard_socket::{ReadOutcome, ReadableStream, Writer};
 
 const READ_CHUNK: usize = 64 * 1024;
 /// Reads (of up to `READ_CHUNK`) handled before the reader yields.

@@ -2,12 +2,16 @@
 //!
 //! tokio registers its sockets for both edges, and a Unix socket signals
 //! writable every time its peer reads what was written to it: with both
-//! registered, every message the hub sends wakes the hub's thread a second
-//! time, for an event no one waits on (measured on the MCP gateway's path,
+//! registered, every message a process sends wakes it a second time, for an
+//! event no one waits on (measured on the MCP gateway's path,
 //! `docs/performance.md` §8: 4.0 voluntary context switches per call in the
-//! hub instead of 2). Writes go straight to the socket, which almost always
-//! takes them whole; only a write that would block registers a second
-//! descriptor of the same socket for writable, kept while the peer lags.
+//! hub instead of 2, and the same in the gateway and `provide-mcp` through
+//! the SDK). Writes go straight to the socket, which almost always takes
+//! them whole; only a write that would block registers a second descriptor
+//! of the same socket for writable, kept while the peer lags.
+//!
+//! The hub's Unix connections (`hub/src/transport/unix.rs`) and the SDK's
+//! connection to the hub (`client/src/transport.rs`) both use it.
 //!
 //! Invariant: the reader and the writer share the socket; only the reader
 //! waits for readable and only the writer for writable.
@@ -24,12 +28,12 @@ use tokio::io::Interest;
 
 /// One connection's socket, shared by its reader and its writer.
 #[derive(Clone)]
-pub(crate) struct ReadableStream {
+pub struct ReadableStream {
     socket: Arc<AsyncFd<StdUnixStream>>,
 }
 
 /// What a read gave.
-pub(crate) enum ReadOutcome {
+pub enum ReadOutcome {
     /// This many bytes; fewer than asked for means the socket is drained
     /// for now (its readiness is cleared, so the next poll waits).
     Bytes(usize),
@@ -40,7 +44,7 @@ pub(crate) enum ReadOutcome {
 impl ReadableStream {
     /// Takes over `stream` (a tokio stream: its registration is dropped
     /// first).
-    pub(crate) fn new(stream: tokio::net::UnixStream) -> io::Result<Self> {
+    pub fn new(stream: tokio::net::UnixStream) -> io::Result<Self> {
         let stream = stream.into_std()?;
         stream.set_nonblocking(true)?;
         // SAFETY: the `AsyncFd` owns `stream`, so its descriptor stays open
@@ -53,7 +57,7 @@ impl ReadableStream {
     }
 
     /// Reads into `buf` once the socket is readable.
-    pub(crate) fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<ReadOutcome> {
+    pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<ReadOutcome> {
         loop {
             let mut ready = match self.socket.poll_read_ready(cx) {
                 Poll::Pending => return Poll::Pending,
@@ -79,7 +83,7 @@ impl ReadableStream {
     }
 
     /// The writing side of the socket.
-    pub(crate) fn writer(&self) -> Writer {
+    pub fn writer(&self) -> Writer {
         Writer {
             socket: self.socket.clone(),
             writable: None,
@@ -88,7 +92,7 @@ impl ReadableStream {
 }
 
 /// Writes to a [`ReadableStream`]'s socket.
-pub(crate) struct Writer {
+pub struct Writer {
     socket: Arc<AsyncFd<StdUnixStream>>,
     /// A second descriptor of the socket, registered for writable while
     /// the peer lags (created at the first write that would block).
@@ -98,7 +102,7 @@ pub(crate) struct Writer {
 impl Writer {
     /// Writes all of `bytes`, waiting for the peer to read when the socket
     /// is full.
-    pub(crate) async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
+    pub async fn write_all(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         let mut blocked = false;
         while !bytes.is_empty() {
             match self.socket.get_ref().write(bytes) {
@@ -140,7 +144,7 @@ impl Writer {
     }
 
     /// No more writes: the peer reads the end of stream.
-    pub(crate) fn shutdown(&self) {
+    pub fn shutdown(&self) {
         let _ = self.socket.get_ref().shutdown(Shutdown::Write);
     }
 }
