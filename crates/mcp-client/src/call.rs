@@ -1,12 +1,21 @@
 //! `tools/call` on a connection: bounded, its progress routed to the
 //! caller's sink, and `notifications/cancelled` sent when the caller drops
 //! the call before its answer.
+//!
+//! On a stdio server the call goes around rmcp: its line is written into
+//! the child's input queue (`input.rs`) with an id of this crate's
+//! (`sb-N`, never one of rmcp's numbers), and the tap hands back the
+//! answer before rmcp would read it. rmcp's typed request, its task per
+//! message written and its decoding of the answer cost more than the rest
+//! of a relayed call (`docs/performance.md` §8). Over HTTP, rmcp sends it.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CancelledNotificationParam, ClientRequest, CustomRequest, RequestId, ServerResult,
+    CancelledNotificationParam, ClientRequest, CustomRequest, NumberOrString, ProgressToken,
+    RequestId, ServerResult,
 };
 use rmcp::service::{Peer, PeerRequestOptions, ServiceError};
 use rmcp::RoleClient;
@@ -16,8 +25,9 @@ use switchboard_protocol::ErrorObject;
 
 use crate::connection::Connection;
 use crate::handler::CallTag;
+use crate::input::{ChildInput, NotQueued};
 use crate::progress::{CallRoute, ProgressSink, Route};
-use crate::tap::{Awaited, Watched};
+use crate::tap::{Awaited, DirectAnswer, Watched, WireTap};
 
 /// One tool call.
 pub struct ToolCall {
@@ -87,6 +97,9 @@ impl Connection {
     /// Calls a tool; the answer is the server's `CallToolResult` (or, for a
     /// call with [`ToolCall::task`], its `CreateTaskResult`), as sent.
     pub async fn call_tool(&self, call: ToolCall) -> Result<Box<RawValue>, CallError> {
+        if let Some(input) = &self.inner.input {
+            return self.call_around_rmcp(input, call).await;
+        }
         let mut params = Map::new();
         params.insert("name".into(), Value::String(call.name));
         match call.arguments {
@@ -175,6 +188,172 @@ impl Connection {
             Err(error @ ServiceError::TransportClosed) => Err(CallError::Closed(error.to_string())),
             Err(error) => Err(CallError::Lost(error.to_string())),
         }
+    }
+}
+
+impl Connection {
+    /// `call_tool` on a stdio server, written and answered around rmcp.
+    async fn call_around_rmcp(
+        &self,
+        input: &ChildInput,
+        call: ToolCall,
+    ) -> Result<Box<RawValue>, CallError> {
+        let arguments = match call.arguments {
+            Value::Object(arguments) => Some(arguments),
+            Value::Null => None,
+            other => return Err(CallError::NotAnObject(other)),
+        };
+        let number = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
+        let id_text = format!("sb-{number}");
+        let id = RequestId::String(id_text.as_str().into());
+        // The token is the id, as rmcp makes it: what the server reports or
+        // asks naming it is this call's.
+        let token = ProgressToken(NumberOrString::String(id_text.as_str().into()));
+        let line = call_line(&id_text, &call.name, arguments.as_ref(), call.task.as_ref());
+        let tap = &self.inner.tap;
+        let wants_progress = call.progress.is_some();
+        let route = (call.progress.is_some() || call.tag.is_some()).then(|| CallRoute {
+            sink: call.progress,
+            tag: call.tag,
+            handled: 0,
+        });
+        // The route and the answer's slot exist before the line is written:
+        // nothing the server says about the call can come before them.
+        let _route = match route {
+            Some(route) => {
+                self.inner.routes.hold().await.insert(token.clone(), route);
+                Some(Route {
+                    routes: self.inner.routes.clone(),
+                    token: token.clone(),
+                })
+            }
+            None => None,
+        };
+        let watched = wants_progress.then(|| Watched::start(tap.clone(), format!("\"{id_text}\"")));
+        if self.is_closed() {
+            return Err(CallError::NotSent);
+        }
+        let Some(answer) = tap.expect_direct(id.clone()) else {
+            return Err(CallError::NotSent);
+        };
+        match input.send_line(&line) {
+            Ok(()) => {}
+            Err(NotQueued::Closed) => {
+                tap.forget_direct(&id);
+                return Err(CallError::NotSent);
+            }
+            Err(NotQueued::Full) => {
+                tap.forget_direct(&id);
+                return Err(CallError::Lost(
+                    "the MCP server does not read its input; the call was not sent".into(),
+                ));
+            }
+        }
+        let mut cancel = CancelDirect {
+            input,
+            tap,
+            id: Some(id),
+            reason: call.cancel_reason,
+        };
+        let answer = match call.timeout {
+            Some(bound) => match tokio::time::timeout(bound, answer).await {
+                Ok(answer) => answer,
+                Err(_) => return Err(CallError::TimedOut(bound)),
+            },
+            None => answer.await,
+        };
+        cancel.id = None;
+        if let Some(watched) = watched {
+            let seen = watched.take();
+            self.inner.routes.settled(&token, seen).await;
+        }
+        match answer {
+            Ok(DirectAnswer::Result(raw)) if raw.get().trim_start().starts_with('{') => Ok(raw),
+            Ok(DirectAnswer::Result(_)) => Err(CallError::Unexpected(
+                "the MCP server answered tools/call with something other than a CallToolResult"
+                    .into(),
+            )),
+            Ok(DirectAnswer::Error(error)) => Err(CallError::Answered(error)),
+            Ok(DirectAnswer::Unreadable(reason)) => Err(CallError::Unexpected(reason)),
+            Err(_) => Err(CallError::Closed(
+                "its output ended before the answer".into(),
+            )),
+        }
+    }
+}
+
+/// A `tools/call` request as one line, `_meta.progressToken` its id.
+fn call_line(
+    id: &str,
+    name: &str,
+    arguments: Option<&Map<String, Value>>,
+    task: Option<&Value>,
+) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        jsonrpc: &'static str,
+        id: &'a str,
+        method: &'static str,
+        params: Params<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        name: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arguments: Option<&'a Map<String, Value>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        task: Option<&'a Value>,
+        #[serde(rename = "_meta")]
+        meta: Meta<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Meta<'a> {
+        #[serde(rename = "progressToken")]
+        progress_token: &'a str,
+    }
+    let line = Line {
+        jsonrpc: "2.0",
+        id,
+        method: "tools/call",
+        params: Params {
+            name,
+            arguments,
+            task,
+            meta: Meta { progress_token: id },
+        },
+    };
+    let mut bytes = Vec::with_capacity(128);
+    // Serializing borrowed strings and a map of JSON values cannot fail.
+    let _ = serde_json::to_writer(&mut bytes, &line);
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Tells the server a call written around rmcp is no longer wanted, if the
+/// call ends (dropped, or past its timeout) before its answer.
+struct CancelDirect<'a> {
+    input: &'a ChildInput,
+    tap: &'a Arc<WireTap>,
+    id: Option<RequestId>,
+    reason: &'static str,
+}
+
+impl Drop for CancelDirect<'_> {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        self.tap.forget_direct(&id);
+        let note = serde_json::json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": self.reason},
+        });
+        let mut line = note.to_string().into_bytes();
+        line.push(b'\n');
+        // A closed or full input: the server is gone or stuck; it gets no
+        // word, as it would get none through rmcp.
+        let _ = self.input.send_line(&line);
     }
 }
 

@@ -1,5 +1,6 @@
 //! A stdio server's transport: the child process, rmcp's line framing over
-//! its stdin and stdout, and the [`WireTap`] in between.
+//! its stdout and the queue in front of its stdin (`input.rs`), and the
+//! [`WireTap`] in between.
 //!
 //! Stopping it is MCP's stdio shutdown, as rmcp's own child transport does
 //! it: stdin closed, then SIGTERM after [`EXIT_WAIT`], then SIGKILL after
@@ -12,8 +13,9 @@ use std::time::Duration;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+use crate::input::{ChildInput, InputWriter};
 use crate::tap::{TappedWire, WireTap};
 
 /// How long a child may take to exit after each step of its shutdown.
@@ -22,7 +24,8 @@ const EXIT_WAIT: Duration = Duration::from_secs(3);
 pub(crate) struct ChildTransport {
     /// `None` once it has exited or been killed.
     child: Option<Child>,
-    wire: TappedWire<ChildStdout, ChildStdin>,
+    wire: TappedWire<ChildStdout, InputWriter>,
+    input: ChildInput,
 }
 
 impl ChildTransport {
@@ -73,13 +76,21 @@ impl ChildTransport {
             return Err(std::io::Error::other("the child's stdio is not piped"));
         };
         let stderr = child.stderr.take();
+        let input = ChildInput::start(stdin);
         Ok((
             ChildTransport {
                 child: Some(child),
-                wire: TappedWire::new(stdout, stdin, tap),
+                wire: TappedWire::new(stdout, input.writer(), tap),
+                input,
             },
             stderr,
         ))
+    }
+
+    /// The queue in front of the child's stdin, for calls written around
+    /// rmcp.
+    pub(crate) fn input(&self) -> ChildInput {
+        self.input.clone()
     }
 
     pub(crate) fn id(&self) -> Option<u32> {

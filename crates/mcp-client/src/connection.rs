@@ -1,6 +1,7 @@
 //! One live connection to an MCP server: the handle its callers share.
 //! Calls and other requests are in `call.rs` and `request.rs`.
 
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use tokio::task::JoinHandle;
 use serde_json::{json, Value};
 
 use crate::bridge::Bridge;
+use crate::input::ChildInput;
 use crate::progress::ProgressRoutes;
 use crate::tap::WireTap;
 use crate::upstream::StopHook;
@@ -31,8 +33,13 @@ pub(crate) struct Inner {
     pub(crate) label: String,
     pub(crate) peer: Peer<RoleClient>,
     pub(crate) routes: Arc<ProgressRoutes>,
-    /// The wire as the server wrote it (a stdio server's; `None` over HTTP).
+    /// The wire as the server wrote it.
     pub(crate) tap: Arc<WireTap>,
+    /// A stdio server's input, where tool calls are written around rmcp
+    /// (`call.rs`); `None` over HTTP.
+    pub(crate) input: Option<ChildInput>,
+    /// The number in the id of the next call written around rmcp.
+    pub(crate) next_call: AtomicU64,
     tools_changed: Arc<Notify>,
     /// `true` once the connection ended: the server exited, or was stopped.
     closed: watch::Receiver<bool>,
@@ -52,6 +59,7 @@ impl Connection {
         running: RunningService<RoleClient, Bridge>,
         pid: Option<u32>,
         stop_hook: Option<StopHook>,
+        input: Option<ChildInput>,
     ) -> Self {
         let peer = running.peer().clone();
         let routes = running.service().routes.clone();
@@ -60,8 +68,14 @@ impl Connection {
         let cancel = running.cancellation_token();
         let (closed_tx, closed) = watch::channel(false);
         let server = label.clone();
+        let (ended_tap, ended_input) = (tap.clone(), input.clone());
         let ended = tokio::spawn(async move {
             let reason = running.waiting().await;
+            // Calls written around rmcp fail now, not at their timeout.
+            ended_tap.ended();
+            if let Some(input) = ended_input {
+                input.close();
+            }
             closed_tx.send_replace(true);
             tracing::info!(%server, ?reason, "MCP server connection ended");
         });
@@ -71,6 +85,8 @@ impl Connection {
                 peer,
                 routes,
                 tap,
+                input,
+                next_call: AtomicU64::new(1),
                 tools_changed,
                 closed,
                 pid,

@@ -21,13 +21,17 @@
 //! Layering: `supervise.rs` → `start.rs` → `connection.rs` (with `call.rs`,
 //! `request.rs`) → `bridge.rs` → `progress.rs`, `handler.rs`; never back.
 //! Both transports, `child.rs` (stdio) and `streamable.rs` (Streamable
-//! HTTP, as lines), hand rmcp lines through the same `tap.rs`.
+//! HTTP, as lines), hand rmcp lines through the same `tap.rs`. On stdio,
+//! `tools/call` goes around rmcp: `call.rs` writes its line into the
+//! child's input queue (`input.rs`, which rmcp writes into too) and the
+//! tap hands it the answer.
 
 mod bridge;
 mod call;
 mod child;
 mod connection;
 mod handler;
+mod input;
 mod progress;
 mod request;
 mod start;

@@ -110,6 +110,7 @@ async fn start_stdio(
             error: error.to_string(),
         })?;
     let pid = transport.id();
+    let input = transport.input();
     let tail = stderr.map(|stderr| StderrTail::follow(stderr, label.clone()));
     // Armed until the handshake succeeds, so that a start given up (or
     // dropped) leaves nothing running behind the stop hook either.
@@ -121,7 +122,7 @@ async fn start_stdio(
     match tokio::time::timeout(bound, bridge.serve(transport)).await {
         Ok(Ok(running)) => {
             stopper.disarm();
-            Ok(Connection::open(label, running, pid, stop))
+            Ok(Connection::open(label, running, pid, stop, Some(input)))
         }
         Ok(Err(error)) => {
             drop(stopper);
@@ -173,7 +174,7 @@ async fn start_http(
         .collect();
     let transport = HttpTransport::connect(client, http.url, headers, http.bearer, tap);
     match tokio::time::timeout(bound, bridge.serve(transport)).await {
-        Ok(Ok(running)) => Ok(Connection::open(label, running, None, None)),
+        Ok(Ok(running)) => Ok(Connection::open(label, running, None, None, None)),
         Ok(Err(error)) => Err(StartError::Handshake {
             label,
             reason: error.to_string(),

@@ -6,9 +6,14 @@
 //! tells the tap which of our requests want their result raw, so the raw
 //! text is in place before rmcp wakes the caller.
 //!
+//! The tap also takes the answers to the tool calls this crate writes to a
+//! stdio server itself (`call.rs`, `input.rs`): rmcp never sees those
+//! lines, and the end of the server's output fails the calls still waiting.
+//!
 //! What the tap keeps is bounded: a raw result only for a request still
-//! awaited (a caller that gives up removes its entry), and at most
-//! [`MAX_SERVER_REQUESTS`] params of the server's own requests.
+//! awaited (a caller that gives up removes its entry), an answer's sender
+//! only for a call still waiting, and at most [`MAX_SERVER_REQUESTS`]
+//! params of the server's own requests.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
@@ -25,7 +30,9 @@ use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use switchboard_protocol::ErrorObject;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::oneshot;
 
 /// The server's requests whose params are kept until their handler takes
 /// them; older ones are forgotten first.
@@ -52,6 +59,30 @@ struct TapState {
     /// The progress reports the server wrote so far for each call that
     /// wants its progress, by the JSON text of the call's token.
     progress_seen: HashMap<String, u64>,
+    /// The calls written around rmcp, until answered or given up.
+    direct: HashMap<RequestId, oneshot::Sender<DirectAnswer>>,
+    /// The server's output ended: no answer will come.
+    ended: bool,
+}
+
+/// The server's answer to a call written around rmcp.
+#[derive(Debug)]
+pub(crate) enum DirectAnswer {
+    Result(Box<RawValue>),
+    Error(ErrorObject),
+    /// Neither a result nor an error object that parses.
+    Unreadable(String),
+}
+
+/// What rmcp is to read in place of a line the tap saw.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// The line as it is.
+    Pass,
+    /// Another line (a stand-in for a result taken raw).
+    Replace(Vec<u8>),
+    /// Nothing: an answer to a call rmcp did not send.
+    Drop,
 }
 
 /// The members of a message the tap reads; the rest is skipped unparsed.
@@ -65,6 +96,8 @@ struct Peek<'a> {
     params: Option<&'a RawValue>,
     #[serde(default, borrow)]
     result: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    error: Option<&'a RawValue>,
 }
 
 impl WireTap {
@@ -91,17 +124,24 @@ impl WireTap {
     /// and an untagged enum tried variant by variant (the largest cost of a
     /// relayed call); its caller takes the result from the tap, so rmcp
     /// needs only the id to complete the request.
-    pub(crate) fn incoming(&self, line: &[u8]) -> Option<Vec<u8>> {
+    pub(crate) fn incoming(&self, line: &[u8]) -> Seen {
         let Ok(peek) = serde_json::from_slice::<Peek<'_>>(line) else {
-            return None;
+            return Seen::Pass;
         };
         let Some(id) = peek.id else {
             if peek.method.map(RawValue::get) == Some("\"notifications/progress\"") {
                 self.progress(peek.params);
             }
-            return None;
+            return Seen::Pass;
         };
         let mut state = self.state.lock();
+        if peek.method.is_none() {
+            if let Some(waiting) = state.direct.remove(&id) {
+                drop(state);
+                let _ = waiting.send(direct_answer(peek.result, peek.error));
+                return Seen::Drop;
+            }
+        }
         match (peek.method, peek.result) {
             (Some(_), _) => {
                 let params = peek
@@ -122,7 +162,7 @@ impl WireTap {
                 } else if state.awaiting.remove(&id) {
                     let stand_in = stand_in(&id);
                     state.results.insert(id, result.to_owned());
-                    return stand_in;
+                    return stand_in.map_or(Seen::Pass, Seen::Replace);
                 }
             }
             // An error answer: rmcp's error type keeps all of it.
@@ -130,7 +170,32 @@ impl WireTap {
                 state.awaiting.remove(&id);
             }
         }
-        None
+        Seen::Pass
+    }
+
+    /// Where the answer to `id`, a call about to be written around rmcp,
+    /// will come; `None` if the server's output already ended.
+    pub(crate) fn expect_direct(&self, id: RequestId) -> Option<oneshot::Receiver<DirectAnswer>> {
+        let mut state = self.state.lock();
+        if state.ended {
+            return None;
+        }
+        let (send, receive) = oneshot::channel();
+        state.direct.insert(id, send);
+        Some(receive)
+    }
+
+    /// The call `id` no longer waits (its caller gave up).
+    pub(crate) fn forget_direct(&self, id: &RequestId) {
+        self.state.lock().direct.remove(id);
+    }
+
+    /// The server's output ended (or the connection did): the calls still
+    /// waiting get no answer.
+    pub(crate) fn ended(&self) {
+        let mut state = self.state.lock();
+        state.ended = true;
+        state.direct.clear();
     }
 
     /// Counts a progress report of a watched call.
@@ -197,6 +262,22 @@ impl WireTap {
 /// two variants fail before one matches, not eighteen (each failure builds
 /// a formatted serde error).
 const STAND_IN_RESULT: &str = r#"{"completion":{"values":[]}}"#;
+
+/// An answer's `result` or `error` member, read.
+fn direct_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> DirectAnswer {
+    match (result, error) {
+        (Some(result), _) => DirectAnswer::Result(result.to_owned()),
+        (None, Some(error)) => match serde_json::from_str::<ErrorObject>(error.get()) {
+            Ok(error) => DirectAnswer::Error(error),
+            Err(_) => DirectAnswer::Unreadable(
+                "the MCP server answered with an error that is no JSON-RPC error object".into(),
+            ),
+        },
+        (None, None) => DirectAnswer::Unreadable(
+            "the MCP server answered with neither a result nor an error".into(),
+        ),
+    }
+}
 
 /// The answer to `id` with the stand-in result, as a line.
 fn stand_in(id: &RequestId) -> Option<Vec<u8>> {
@@ -363,8 +444,9 @@ impl<R> TapRead<R> {
             if newline.is_some() {
                 if !self.discarding {
                     match self.tap.incoming(&self.line) {
-                        Some(stand_in) => self.ready.extend_from_slice(&stand_in),
-                        None => self.ready.extend_from_slice(&self.line),
+                        Seen::Pass => self.ready.extend_from_slice(&self.line),
+                        Seen::Replace(stand_in) => self.ready.extend_from_slice(&stand_in),
+                        Seen::Drop => {}
                     }
                 }
                 self.line.clear();
@@ -404,11 +486,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
             let mut read = ReadBuf::new(&mut this.scratch);
             match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Ready(Err(error)) => {
+                    this.tap.ended();
+                    return Poll::Ready(Err(error));
+                }
                 Poll::Ready(Ok(())) => {}
             }
             let n = read.filled().len();
             if n == 0 {
+                this.tap.ended();
                 // The end: a last line without its newline goes on as it is.
                 this.ready.append(&mut this.line);
                 this.discarding = false;

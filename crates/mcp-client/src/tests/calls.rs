@@ -66,6 +66,27 @@ async fn dropping_a_call_tells_the_server_to_stop() {
     connection.stop().await;
 }
 
+/// A call written around rmcp (stdio) waits on the tap, not on rmcp: the
+/// connection's stop must end it too.
+#[tokio::test]
+async fn a_call_in_flight_when_the_connection_stops_fails_at_once() {
+    let Started { connection, .. } = started().await;
+    let temp = tempfile::tempdir().unwrap();
+    let marker = temp.path().join("marker");
+    let slow = ToolCall::new("slow", json!({"marker": marker, "seconds": 60}));
+    let pending = tokio::spawn({
+        let connection = connection.clone();
+        async move { connection.call_tool(slow).await }
+    });
+    switchboard_testkit::eventually("the call to start", || lines(&marker) == ["started"]).await;
+    connection.stop().await;
+    let error = within("the call to end", pending)
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(error, CallError::Closed(_)), "{error:?}");
+}
+
 #[tokio::test]
 async fn a_call_past_its_timeout_fails_and_the_server_is_told() {
     let Started { connection, .. } = started().await;
