@@ -153,6 +153,7 @@ impl Connection {
             Route {
                 routes: self.inner.routes.clone(),
                 token: handle.progress_token.clone(),
+                linger: true,
             }
         });
         drop(routes);
@@ -225,6 +226,7 @@ impl Connection {
                 Some(Route {
                     routes: self.inner.routes.clone(),
                     token: token.clone(),
+                    linger: wants_progress,
                 })
             }
             None => None,

@@ -124,14 +124,26 @@ impl ProgressRoutes {
 }
 
 /// Removes a call's route [`ROUTE_LINGER`] after the call ends, however it
-/// ends.
+/// ends; at once when it does not `linger`.
 pub(crate) struct Route {
     pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) token: ProgressToken,
+    /// The call has a progress sink, for reports handled after its answer.
+    /// A route with a tag alone is removed at once: a server request
+    /// handled after the answer belongs to no call in flight anyway, and a
+    /// task and a timer per call cost more than the rest of its
+    /// bookkeeping.
+    pub(crate) linger: bool,
 }
 
 impl Drop for Route {
     fn drop(&mut self) {
+        if !self.linger {
+            if let Ok(mut routes) = self.routes.routes.try_lock() {
+                routes.remove(&self.token);
+                return;
+            }
+        }
         let routes = self.routes.clone();
         let token = self.token.clone();
         tokio::spawn(async move {
