@@ -45,6 +45,11 @@ pub(crate) struct LocalService {
     pub(crate) metadata: Mutex<Box<RawValue>>,
     handler: Arc<dyn Handler>,
     notifications: mpsc::Sender<Queued>,
+    /// Notifications queued and not yet handled. Only the reader (which
+    /// queues) raises it and only the worker (once it handled one) lowers
+    /// it, so zero seen by anyone means nothing queued before that moment
+    /// is still waiting.
+    unhandled: Arc<AtomicU64>,
     dropped_notifications: AtomicU64,
 }
 
@@ -59,12 +64,15 @@ impl LocalService {
     pub(crate) fn new(metadata: Box<RawValue>, handler: Arc<dyn Handler>) -> Arc<Self> {
         let (sender, mut receiver) = mpsc::channel::<Queued>(NOTIFICATION_BACKLOG);
         let worker_handler = handler.clone();
+        let unhandled = Arc::new(AtomicU64::new(0));
+        let worker_unhandled = unhandled.clone();
         // One worker per service delivers its notifications in order.
         tokio::spawn(async move {
             while let Some(queued) = receiver.recv().await {
                 match queued {
                     Queued::Notification(notification) => {
-                        worker_handler.notification(notification).await
+                        worker_handler.notification(notification).await;
+                        worker_unhandled.fetch_sub(1, Ordering::AcqRel);
                     }
                     Queued::Marker(handled) => {
                         let _ = handled.send(());
@@ -77,6 +85,7 @@ impl LocalService {
             metadata: Mutex::new(metadata),
             handler,
             notifications: sender,
+            unhandled,
             dropped_notifications: AtomicU64::new(0),
         })
     }
@@ -90,8 +99,13 @@ impl LocalService {
     }
 
     /// Resolves once every notification queued before this call has been
-    /// handled (at once if the worker is gone).
+    /// handled (at once if none is waiting, or the worker is gone).
     pub(crate) async fn notifications_handled(&self) {
+        // Every call's answer waits here (the tools consumer settles its
+        // callbacks): with nothing queued, no round trip to the worker.
+        if self.unhandled.load(Ordering::Acquire) == 0 {
+            return;
+        }
         let (handled, done) = oneshot::channel();
         if self
             .notifications
@@ -489,11 +503,14 @@ impl Connection {
             method: routed.method,
             params: routed.params,
         };
+        // Counted before it is queued: the worker may handle it at once.
+        local.unhandled.fetch_add(1, Ordering::AcqRel);
         if local
             .notifications
             .try_send(Queued::Notification(notification))
             .is_err()
         {
+            local.unhandled.fetch_sub(1, Ordering::AcqRel);
             local.dropped_notifications.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -339,3 +339,54 @@ async fn pending_request_fails_when_the_owner_leaves() {
     );
     hub.stop().await;
 }
+
+/// `notifications_handled` waits for a notification still being handled,
+/// and returns at once when none is waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_handled_waits_for_the_one_being_handled() {
+    let hub = TestHub::start().await;
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let handled = Arc::new(AtomicUsize::new(0));
+    let handler = handler_fn(|_request| async move { reply(&json!({})) }).with_notifications({
+        let (release, handled) = (release.clone(), handled.clone());
+        move |_notification| {
+            let (started, release, handled) = (started.clone(), release.clone(), handled.clone());
+            async move {
+                let _ = started.send(());
+                release.notified().await;
+                handled.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let owner = hub.client("owner").await;
+    let service = owner
+        .register(&json!({"protocol": "demo"}), handler)
+        .await
+        .unwrap();
+    // Nothing queued yet: at once.
+    timeout(WAIT, service.notifications_handled())
+        .await
+        .unwrap();
+
+    let caller = hub.client("caller").await;
+    caller
+        .notify(&service.id(), "tick", &json!({}))
+        .await
+        .unwrap();
+    timeout(WAIT, started_rx.recv()).await.unwrap().unwrap();
+    let waiting = tokio::spawn({
+        let handled = handled.clone();
+        async move {
+            service.notifications_handled().await;
+            handled.load(Ordering::SeqCst)
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !waiting.is_finished(),
+        "returned while one was being handled"
+    );
+    release.notify_one();
+    assert_eq!(timeout(WAIT, waiting).await.unwrap().unwrap(), 1);
+}
