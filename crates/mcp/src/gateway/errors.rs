@@ -153,6 +153,16 @@ pub(crate) fn is_call_tool_result(raw: &str) -> bool {
     blocks_known && any_member && shape.result_type.is_none_or(|kind| kind == "complete")
 }
 
+/// A result as a client before 2026-07-28 reads it: 2026-07-28's
+/// `resultType: "complete"` left out (both the fast path and rmcp's).
+pub(crate) fn without_complete_result_type(result: &mut Value) {
+    if let Some(object) = result.as_object_mut() {
+        if object.get("resultType").and_then(Value::as_str) == Some("complete") {
+            object.remove("resultType");
+        }
+    }
+}
+
 /// The reason word of a hub error of `kind`, if it is one.
 fn hub_reason(kind: &ErrorKind) -> Option<String> {
     Some(
@@ -220,6 +230,17 @@ fn answered(rpc: RpcError) -> ErrorData {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_older_client_is_not_shown_a_complete_result_type() {
+        let mut complete = json!({"content": [], "resultType": "complete"});
+        without_complete_result_type(&mut complete);
+        assert_eq!(complete, json!({"content": []}));
+        // Any other kind stays: the shape check turns it into an error.
+        let mut other = json!({"content": [], "resultType": "input_required"});
+        without_complete_result_type(&mut other);
+        assert_eq!(other["resultType"], "input_required");
+    }
 
     /// The shallow check agrees with rmcp's full decode on the shapes that
     /// matter, and passes a task's answer.

@@ -33,7 +33,7 @@ use switchboard_tools::consumer::{CallError, ExposedTool, RequestContext as Call
 use tokio::sync::mpsc;
 use tokio::task::AbortHandle;
 
-use super::errors::{answer_to_mcp, is_call_tool_result};
+use super::errors::{answer_to_mcp, is_call_tool_result, without_complete_result_type};
 use super::search::{CALL_TOOL, SEARCH_TOOL};
 use super::session::Session;
 use super::wire::CallsAround;
@@ -206,11 +206,7 @@ fn answer_line(id: &str, tool: &ExposedTool, answer: Result<Box<RawValue>, CallE
     }
     let body = match answer_to_mcp(tool, answer) {
         Ok(mut result) => {
-            if let Some(object) = result.as_object_mut() {
-                if object.get("resultType").and_then(|kind| kind.as_str()) == Some("complete") {
-                    object.remove("resultType");
-                }
-            }
+            without_complete_result_type(&mut result);
             format!(r#""result":{result}"#)
         }
         Err(error) => {

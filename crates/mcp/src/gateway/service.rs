@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use switchboard_protocol::tool_call::v2;
 
+use super::errors::without_complete_result_type;
 use super::handler::GatewayHandler;
 use super::session::Session;
 
@@ -112,19 +113,17 @@ fn finish(
 ) -> Result<ServerResult, ErrorData> {
     match answer {
         Ok(mut value) => {
-            if let Some(object) = value.as_object_mut() {
-                if modern {
+            if !modern {
+                without_complete_result_type(&mut value);
+            } else if let Some(object) = value.as_object_mut() {
+                object
+                    .entry("resultType")
+                    .or_insert_with(|| Value::from("complete"));
+                if shape == Shape::Cacheable {
+                    object.entry("ttlMs").or_insert_with(|| Value::from(0));
                     object
-                        .entry("resultType")
-                        .or_insert_with(|| Value::from("complete"));
-                    if shape == Shape::Cacheable {
-                        object.entry("ttlMs").or_insert_with(|| Value::from(0));
-                        object
-                            .entry("cacheScope")
-                            .or_insert_with(|| Value::from("private"));
-                    }
-                } else if object.get("resultType").and_then(Value::as_str) == Some("complete") {
-                    object.remove("resultType");
+                        .entry("cacheScope")
+                        .or_insert_with(|| Value::from("private"));
                 }
             }
             Ok(ServerResult::CustomResult(CustomResult(value)))
