@@ -75,6 +75,10 @@ pub enum CallError {
     /// The connection was closed before the call; nothing was sent.
     #[error("the MCP server's connection is closed")]
     NotSent,
+    /// The server has not read what it was already sent (the input queue's
+    /// bound); nothing was sent.
+    #[error("the MCP server does not read its input; the call was not sent")]
+    Backlogged,
     /// The server answered with this JSON-RPC error.
     #[error("{}", .0.message)]
     Answered(ErrorObject),
@@ -175,14 +179,7 @@ impl Connection {
                     Some(raw) => raw,
                     None => raw_of(&typed).map_err(CallError::Unexpected)?,
                 };
-                if raw.get().trim_start().starts_with('{') {
-                    Ok(raw)
-                } else {
-                    Err(CallError::Unexpected(
-                        "the MCP server answered tools/call with something other than a CallToolResult"
-                            .into(),
-                    ))
-                }
+                object_result(raw)
             }
             Err(ServiceError::McpError(error)) => Err(CallError::Answered(error_object(error))),
             Err(ServiceError::Timeout { timeout }) => Err(CallError::TimedOut(timeout)),
@@ -246,9 +243,7 @@ impl Connection {
             }
             Err(NotQueued::Full) => {
                 tap.forget_direct(&id);
-                return Err(CallError::Lost(
-                    "the MCP server does not read its input; the call was not sent".into(),
-                ));
+                return Err(CallError::Backlogged);
             }
         }
         let mut cancel = CancelDirect {
@@ -270,17 +265,25 @@ impl Connection {
             self.inner.routes.settled(&token, seen).await;
         }
         match answer {
-            Ok(DirectAnswer::Result(raw)) if raw.get().trim_start().starts_with('{') => Ok(raw),
-            Ok(DirectAnswer::Result(_)) => Err(CallError::Unexpected(
-                "the MCP server answered tools/call with something other than a CallToolResult"
-                    .into(),
-            )),
+            Ok(DirectAnswer::Result(raw)) => object_result(raw),
             Ok(DirectAnswer::Error(error)) => Err(CallError::Answered(error)),
             Ok(DirectAnswer::Unreadable(reason)) => Err(CallError::Unexpected(reason)),
             Err(_) => Err(CallError::Closed(
                 "its output ended before the answer".into(),
             )),
         }
+    }
+}
+
+/// A `tools/call` answer's result, if it is an object (its shape is the
+/// caller's to check).
+fn object_result(raw: Box<RawValue>) -> Result<Box<RawValue>, CallError> {
+    if raw.get().trim_start().starts_with('{') {
+        Ok(raw)
+    } else {
+        Err(CallError::Unexpected(
+            "the MCP server answered tools/call with something other than a CallToolResult".into(),
+        ))
     }
 }
 

@@ -80,6 +80,10 @@ async fn relay(
         }
         // Never sent: the child is gone.
         Err(CallError::NotSent) => return Err(unavailable),
+        // Never sent: the child has not read what it was sent before.
+        Err(error @ CallError::Backlogged) => {
+            return Err(ToolError::NotRun(tool_unavailable(error.to_string())))
+        }
         Err(CallError::Answered(error)) => return Err(ToolError::Failed(error)),
         Err(CallError::Unexpected(message)) => return Err(failed(message)),
         Err(error) => return Err(ToolError::OutcomeUnknown(error.to_string())),
