@@ -170,6 +170,15 @@ impl AsyncWrite for InputWriter {
     }
 }
 
+/// A transport dropped without being closed (a start given up, rmcp's
+/// service dropped) closes the input too, so its writer task ends and
+/// stdin is closed instead of waiting forever.
+impl Drop for InputWriter {
+    fn drop(&mut self) {
+        self.input.close();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +215,17 @@ mod tests {
             }
         }
         assert_eq!(refused, Some(NotQueued::Full));
+    }
+
+    #[tokio::test]
+    async fn dropping_rmcps_writer_ends_the_input() {
+        let (stdin, mut child) = tokio::io::duplex(64);
+        let input = ChildInput::start(stdin);
+        drop(input.writer());
+        assert_eq!(input.send_line(b"{}\n"), Err(NotQueued::Closed));
+        let mut seen = String::new();
+        child.read_to_string(&mut seen).await.unwrap();
+        assert_eq!(seen, "");
     }
 
     #[tokio::test]
