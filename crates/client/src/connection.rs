@@ -71,7 +71,18 @@ impl LocalService {
             while let Some(queued) = receiver.recv().await {
                 match queued {
                     Queued::Notification(notification) => {
-                        worker_handler.notification(notification).await;
+                        // A handler that panics loses its own notification,
+                        // not the worker: later ones are still delivered
+                        // and the count still comes down (as a request's
+                        // panic is answered, not left waiting).
+                        let handling = AssertUnwindSafe(async {
+                            worker_handler.notification(notification).await;
+                        });
+                        if handling.catch_unwind().await.is_err() {
+                            tracing::error!(
+                                "a service's notification handler panicked; that notification is lost"
+                            );
+                        }
                         worker_unhandled.fetch_sub(1, Ordering::AcqRel);
                     }
                     Queued::Marker(handled) => {

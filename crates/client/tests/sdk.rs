@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_client::protocol::error::GoneReason;
-use switchboard_client::{handler_fn, reply, CatalogEvent, Client, ErrorKind, RequestOptions};
+use switchboard_client::{
+    handler_fn, reply, CatalogEvent, Client, ErrorKind, Notification, RequestOptions,
+};
 use switchboard_testkit::{TestHub, WAIT};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -389,4 +391,43 @@ async fn notifications_handled_waits_for_the_one_being_handled() {
     );
     release.notify_one();
     assert_eq!(timeout(WAIT, waiting).await.unwrap().unwrap(), 1);
+}
+
+/// A notification handler that panics loses that notification only: the
+/// next one is still delivered, and `notifications_handled` still returns
+/// at once afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_notification_handler_loses_only_its_own_notification() {
+    let hub = TestHub::start().await;
+    let (delivered, mut delivered_rx) = mpsc::unbounded_channel();
+    let handler = handler_fn(|_request| async move { reply(&json!({})) }).with_notifications(
+        move |notification: Notification| {
+            let delivered = delivered.clone();
+            async move {
+                if notification.method == "boom" {
+                    panic!("a handler's bug");
+                }
+                let _ = delivered.send(notification.method);
+            }
+        },
+    );
+    let owner = hub.client("owner").await;
+    let service = owner
+        .register(&json!({"protocol": "demo"}), handler)
+        .await
+        .unwrap();
+    let caller = hub.client("caller").await;
+    for method in ["boom", "after"] {
+        caller
+            .notify(&service.id(), method, &json!({}))
+            .await
+            .unwrap();
+    }
+    let after = timeout(WAIT, delivered_rx.recv()).await.unwrap().unwrap();
+    assert_eq!(after, "after");
+    // Both were counted down: nothing is left to wait for.
+    timeout(WAIT, service.notifications_handled())
+        .await
+        .unwrap();
+    assert_eq!(service.dropped_notifications(), 0);
 }
