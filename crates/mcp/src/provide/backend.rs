@@ -23,20 +23,20 @@ impl RelayHandler {
         RelayHandler { relay }
     }
 
-    fn unavailable(&self) -> ToolError {
-        ToolError::NotRun(tool_unavailable(format!(
-            "the MCP server of namespace {:?} is not running (it exited and is being restarted); nothing ran",
-            self.relay.namespace
-        )))
-    }
+}
+
+/// The answer to a call the server never got: it is not running.
+fn unavailable(namespace: &str) -> ToolError {
+    ToolError::NotRun(tool_unavailable(format!(
+        "the MCP server of namespace {namespace:?} is not running (it exited and is being restarted); nothing ran"
+    )))
 }
 
 impl ToolHandler for RelayHandler {
     fn call(&self, call: ToolCall) -> BoxFuture<Result<ToolResult, ToolError>> {
-        let unavailable = self.unavailable();
         match self.relay.connection() {
-            Some(connection) => Box::pin(relay(self.relay.clone(), connection, call, unavailable)),
-            None => Box::pin(std::future::ready(Err(unavailable))),
+            Some(connection) => Box::pin(relay(self.relay.clone(), connection, call)),
+            None => Box::pin(std::future::ready(Err(unavailable(&self.relay.namespace)))),
         }
     }
 }
@@ -45,7 +45,6 @@ async fn relay(
     relay: Arc<Relay>,
     connection: Connection,
     call: ToolCall,
-    unavailable: ToolError,
 ) -> Result<ToolResult, ToolError> {
     let in_flight = relay.calls.begin(CallEntry {
         client: call.client.clone(),
@@ -79,7 +78,7 @@ async fn relay(
             )))
         }
         // Never sent: the child is gone.
-        Err(CallError::NotSent) => return Err(unavailable),
+        Err(CallError::NotSent) => return Err(unavailable(&relay.namespace)),
         // Never sent: the child has not read what it was sent before.
         Err(error @ CallError::Backlogged) => {
             return Err(ToolError::NotRun(tool_unavailable(error.to_string())))
