@@ -187,3 +187,56 @@ async fn the_end_of_the_connection_is_seen_and_nothing_is_sent_after_it() {
     // Stopping what already ended is quick and harmless.
     within("the stop", connection.stop()).await;
 }
+
+/// A server that stops reading its input (here: stopped with SIGSTOP): a
+/// call that would take what waits for it past the input's bound is
+/// refused at once as never sent, and the calls queued before it are
+/// answered once the server reads again.
+#[tokio::test]
+async fn a_call_past_a_stalled_servers_input_bound_is_refused_unsent() {
+    let Started { connection, .. } = started().await;
+    let pid = connection
+        .pid()
+        .expect("a stdio server has a pid")
+        .to_string();
+    let signal = |name: &str| {
+        let status = std::process::Command::new("kill")
+            .args([name, &pid])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    // 12 calls of 8 MiB: 96 MiB against a bound of 64 MiB queued.
+    let eight_mib = "x".repeat(8 * 1024 * 1024);
+    let calls: Vec<_> = (0..12)
+        .map(|_| {
+            let (connection, text) = (connection.clone(), eight_mib.clone());
+            tokio::spawn(async move {
+                connection
+                    .call_tool(ToolCall::new("echo", json!({ "text": text })))
+                    .await
+            })
+        })
+        .collect();
+    switchboard_testkit::eventually("a call to be refused", || {
+        calls.iter().any(|call| call.is_finished())
+    })
+    .await;
+    signal("-CONT");
+    let (mut answered, mut refused) = (0, 0);
+    for call in calls {
+        match within("the call to end", call).await.unwrap() {
+            Ok(result) => {
+                assert!(text(&result) == eight_mib);
+                answered += 1;
+            }
+            Err(CallError::Backlogged) => refused += 1,
+            Err(other) => panic!("expected an answer or Backlogged, got {other:?}"),
+        }
+    }
+    // What fits: 64 MiB queued plus the line being written.
+    assert!((7..=9).contains(&answered), "{answered} answered");
+    assert_eq!(answered + refused, 12);
+    connection.stop().await;
+}

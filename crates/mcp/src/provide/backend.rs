@@ -22,7 +22,6 @@ impl RelayHandler {
     pub(crate) fn new(relay: Arc<Relay>) -> Self {
         RelayHandler { relay }
     }
-
 }
 
 /// The answer to a call the server never got: it is not running.
