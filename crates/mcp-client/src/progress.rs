@@ -11,7 +11,7 @@
 //! sink out of order: a sink that needs them increasing drops the late ones
 //! (the tools SDK's `Progress` does).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +23,11 @@ use crate::handler::{CallTag, HandlerFuture};
 /// How long a call's route outlives the call, for its notifications that
 /// rmcp hands on after its answer.
 pub(crate) const ROUTE_LINGER: Duration = Duration::from_secs(1);
+
+/// How many ended calls' tags are kept for what the server sent before an
+/// answer and rmcp hands on after it (a route without a progress sink is
+/// removed at once, not after [`ROUTE_LINGER`]).
+pub(crate) const ENDED_TAGS: usize = 1024;
 
 /// One progress report, as the server sent it.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +62,11 @@ pub(crate) struct ProgressRoutes {
     routes: Mutex<RouteMap>,
     /// Woken each time a report was handled.
     handled: Notify,
+    /// The tags of the calls whose routes were removed at once, newest
+    /// last, at most [`ENDED_TAGS`]: a log message the server sent during
+    /// a call, handled after the call's answer, still belongs to that
+    /// call's client and no other.
+    ended: parking_lot::Mutex<VecDeque<(ProgressToken, CallTag)>>,
 }
 
 impl ProgressRoutes {
@@ -113,13 +123,31 @@ impl ProgressRoutes {
         let _ = tokio::time::timeout(ROUTE_LINGER, settled).await;
     }
 
-    /// The tag of the call in flight that `token` belongs to.
+    /// The tag of the call in flight (or just ended) that `token` belongs
+    /// to.
     pub(crate) async fn tag_of(&self, token: &ProgressToken) -> Option<CallTag> {
-        self.routes
+        let in_flight = self
+            .routes
             .lock()
             .await
             .get(token)
-            .and_then(|route| route.tag)
+            .and_then(|route| route.tag);
+        in_flight.or_else(|| {
+            self.ended
+                .lock()
+                .iter()
+                .rev()
+                .find(|(ended, _)| ended == token)
+                .map(|&(_, tag)| tag)
+        })
+    }
+
+    fn remember_ended(&self, token: ProgressToken, tag: CallTag) {
+        let mut ended = self.ended.lock();
+        if ended.len() >= ENDED_TAGS {
+            ended.pop_front();
+        }
+        ended.push_back((token, tag));
     }
 }
 
@@ -129,10 +157,10 @@ pub(crate) struct Route {
     pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) token: ProgressToken,
     /// The call has a progress sink, for reports handled after its answer.
-    /// A route with a tag alone is removed at once: a server request
-    /// handled after the answer belongs to no call in flight anyway, and a
-    /// task and a timer per call cost more than the rest of its
-    /// bookkeeping.
+    /// A route with a tag alone is removed at once (a task and a timer per
+    /// call cost more than the rest of its bookkeeping) and its tag kept
+    /// among the [`ENDED_TAGS`] last, for what the server sent before the
+    /// answer and rmcp hands on after it.
     pub(crate) linger: bool,
 }
 
@@ -140,7 +168,11 @@ impl Drop for Route {
     fn drop(&mut self) {
         if !self.linger {
             if let Ok(mut routes) = self.routes.routes.try_lock() {
-                routes.remove(&self.token);
+                let removed = routes.remove(&self.token);
+                drop(routes);
+                if let Some(tag) = removed.and_then(|route| route.tag) {
+                    self.routes.remember_ended(self.token.clone(), tag);
+                }
                 return;
             }
         }
@@ -150,5 +182,47 @@ impl Drop for Route {
             tokio::time::sleep(ROUTE_LINGER).await;
             routes.routes.lock().await.remove(&token);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::NumberOrString;
+
+    use super::*;
+
+    fn token(n: i64) -> ProgressToken {
+        ProgressToken(NumberOrString::Number(n))
+    }
+
+    async fn end_call(routes: &Arc<ProgressRoutes>, n: i64) {
+        routes.hold().await.insert(
+            token(n),
+            CallRoute {
+                tag: Some(n as CallTag),
+                ..CallRoute::default()
+            },
+        );
+        drop(Route {
+            routes: routes.clone(),
+            token: token(n),
+            linger: false,
+        });
+    }
+
+    /// A route without a sink goes at once, but what the server sent during
+    /// the call and rmcp hands on after its answer still finds the call.
+    #[tokio::test]
+    async fn an_ended_calls_tag_is_still_found_until_newer_ones_push_it_out() {
+        let routes = Arc::new(ProgressRoutes::default());
+        end_call(&routes, 0).await;
+        assert!(routes.hold().await.is_empty(), "removed at once");
+        assert_eq!(routes.tag_of(&token(0)).await, Some(0));
+        for n in 1..=ENDED_TAGS as i64 {
+            end_call(&routes, n).await;
+        }
+        assert_eq!(routes.tag_of(&token(0)).await, None);
+        assert_eq!(routes.tag_of(&token(1)).await, Some(1));
+        assert_eq!(routes.tag_of(&token(-1)).await, None);
     }
 }
