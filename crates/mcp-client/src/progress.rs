@@ -3,13 +3,14 @@
 //! server's own request whose `_meta.progressToken` names a call is told
 //! which call (its [`CallTag`]).
 //!
-//! A call registers its route while its request is queued, and the route is
-//! removed [`ROUTE_LINGER`] after the call ends, however it ends: rmcp runs
-//! each incoming notification on a task of its own, so one the server sent
-//! just before its answer may be handled just after it. rmcp runs each incoming
-//! notification on a task of its own, so reports of one call may reach the
-//! sink out of order: a sink that needs them increasing drops the late ones
-//! (the tools SDK's `Progress` does).
+//! A call registers its route while its request is queued. rmcp runs each
+//! incoming notification on a task of its own, so one the server sent just
+//! before its answer may be handled just after it, and reports of one call
+//! may reach the sink out of order (a sink that needs them increasing drops
+//! the late ones, as the tools SDK's `Progress` does). So a route with a
+//! sink is removed [`ROUTE_LINGER`] after the call ends, however it ends;
+//! one without is removed at once and its tag kept among the last
+//! [`ENDED_TAGS`] ended, for a late log or request that names the call.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
