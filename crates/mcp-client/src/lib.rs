@@ -32,6 +32,7 @@ mod child;
 mod connection;
 mod handler;
 mod input;
+mod oversized;
 mod progress;
 mod request;
 mod start;

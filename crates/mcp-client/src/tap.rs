@@ -10,6 +10,11 @@
 //! stdio server itself (`call.rs`, `input.rs`): rmcp never sees those
 //! lines, and the end of the server's output fails the calls still waiting.
 //!
+//! A line longer than [`MAX_LINE_BYTES`] is dropped here, unseen by rmcp
+//! (which would drop it too); when it is the answer to a call of ours
+//! (`oversized.rs`), that call ends at once with an error saying so, not at
+//! its timeout.
+//!
 //! What the tap keeps is bounded: a raw result only for a request still
 //! awaited (a caller that gives up removes its entry), an answer's sender
 //! only for a call still waiting, and at most [`MAX_SERVER_REQUESTS`]
@@ -30,15 +35,21 @@ use rmcp::transport::Transport;
 use rmcp::RoleClient;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use switchboard_protocol::ErrorObject;
+use switchboard_protocol::{ErrorCode, ErrorObject};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
+
+use crate::oversized::LongLine;
 
 /// The server's requests whose params are kept until their handler takes
 /// them; older ones are forgotten first.
 const MAX_SERVER_REQUESTS: usize = 256;
-/// A line longer than this is not kept (rmcp's own bound drops it too).
+/// A line longer than this is not kept (rmcp's own bound, which would
+/// drop it too).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// What a call answered by a line too long to keep ends with.
+const TOO_LONG: &str =
+    "the MCP server's answer is longer than 16 MiB, the most one line may be; it was dropped";
 
 #[derive(Default)]
 pub(crate) struct WireTap {
@@ -173,6 +184,27 @@ impl WireTap {
         Seen::Pass
     }
 
+    /// Called by the reader for a line too long to keep, in place of
+    /// [`WireTap::incoming`]: an answer to a call of ours ends that call
+    /// with [`TOO_LONG`] (a call written around rmcp here, one of rmcp's by
+    /// the error answer rmcp is handed instead of the line); anything else
+    /// is dropped.
+    pub(crate) fn too_long(&self, line: &LongLine) -> Seen {
+        let Some(id) = line.answered_id() else {
+            tracing::warn!("the MCP server wrote a message longer than 16 MiB; dropped");
+            return Seen::Drop;
+        };
+        tracing::warn!(id = %id, "the MCP server's answer is longer than 16 MiB; dropped");
+        let mut state = self.state.lock();
+        if let Some(waiting) = state.direct.remove(&id) {
+            drop(state);
+            let _ = waiting.send(DirectAnswer::Unreadable(TOO_LONG.into()));
+            return Seen::Drop;
+        }
+        state.awaiting.remove(&id);
+        error_answer(&id, TOO_LONG).map_or(Seen::Drop, Seen::Replace)
+    }
+
     /// Where the answer to `id`, a call about to be written around rmcp,
     /// will come; `None` if the server's output already ended.
     pub(crate) fn expect_direct(&self, id: RequestId) -> Option<oneshot::Receiver<DirectAnswer>> {
@@ -285,6 +317,13 @@ fn stand_in(id: &RequestId) -> Option<Vec<u8>> {
     Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{STAND_IN_RESULT}}}\n").into_bytes())
 }
 
+/// An error answer to `id` (an internal error saying `message`), as a line.
+fn error_answer(id: &RequestId, message: &str) -> Option<Vec<u8>> {
+    let id = serde_json::to_string(id).ok()?;
+    let error = serde_json::to_string(&ErrorObject::new(ErrorCode::InternalError, message)).ok()?;
+    Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}\n").into_bytes())
+}
+
 fn raw(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_owned()).unwrap_or_else(|_| Box::<RawValue>::default())
 }
@@ -392,15 +431,15 @@ where
 /// hands rmcp the tap's stand-in for a line the tap takes raw.
 ///
 /// Lines are handed on whole: rmcp decodes nothing before a newline
-/// anyway. A line longer than [`MAX_LINE_BYTES`] is not shown to the tap
-/// and goes on as it comes (rmcp's own bound drops it).
+/// anyway. A line longer than [`MAX_LINE_BYTES`] is not kept: only its two
+/// ends, for [`WireTap::too_long`].
 pub(crate) struct TapRead<R> {
     inner: R,
     tap: Arc<WireTap>,
     /// The line being read, until its newline.
     line: Vec<u8>,
-    /// Passing on the rest of a line longer than [`MAX_LINE_BYTES`].
-    discarding: bool,
+    /// The ends of a line longer than [`MAX_LINE_BYTES`], being dropped.
+    long: Option<LongLine>,
     /// What rmcp is to read next, from `ready_at`.
     ready: Vec<u8>,
     ready_at: usize,
@@ -417,7 +456,7 @@ impl<R> TapRead<R> {
             inner,
             tap,
             line: Vec::new(),
-            discarding: false,
+            long: None,
             ready: Vec::new(),
             ready_at: 0,
             scratch: vec![0; READ_BYTES].into_boxed_slice(),
@@ -432,25 +471,28 @@ impl<R> TapRead<R> {
             let take = newline.map_or(bytes.len(), |at| at + 1);
             let (part, rest) = bytes.split_at(take);
             bytes = rest;
-            if self.discarding {
-                self.ready.extend_from_slice(part);
+            if let Some(long) = &mut self.long {
+                long.more(part);
             } else if self.line.len() + part.len() > MAX_LINE_BYTES {
-                self.ready.append(&mut self.line);
-                self.ready.extend_from_slice(part);
-                self.discarding = true;
+                let mut long = LongLine::new(&self.line);
+                long.more(part);
+                self.long = Some(long);
+                // Not kept: the memory goes too.
+                self.line = Vec::new();
             } else {
                 self.line.extend_from_slice(part);
             }
             if newline.is_some() {
-                if !self.discarding {
-                    match self.tap.incoming(&self.line) {
-                        Seen::Pass => self.ready.extend_from_slice(&self.line),
-                        Seen::Replace(stand_in) => self.ready.extend_from_slice(&stand_in),
-                        Seen::Drop => {}
-                    }
+                let seen = match self.long.take() {
+                    Some(long) => self.tap.too_long(&long),
+                    None => self.tap.incoming(&self.line),
+                };
+                match seen {
+                    Seen::Pass => self.ready.extend_from_slice(&self.line),
+                    Seen::Replace(stand_in) => self.ready.extend_from_slice(&stand_in),
+                    Seen::Drop => {}
                 }
                 self.line.clear();
-                self.discarding = false;
             }
         }
     }
@@ -497,7 +539,7 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
                 this.tap.ended();
                 // The end: a last line without its newline goes on as it is.
                 this.ready.append(&mut this.line);
-                this.discarding = false;
+                this.long = None;
                 this.hand_on(buf);
                 return Poll::Ready(Ok(()));
             }
@@ -574,21 +616,57 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_line_over_the_bound_goes_on_untouched_and_unseen() {
+    /// What rmcp reads of `wire` through a tap.
+    async fn read_through(tap: &Arc<WireTap>, wire: &str) -> String {
         use tokio::io::AsyncReadExt;
-        let tap = Arc::new(WireTap::default());
-        tap.state.lock().awaiting.insert(RequestId::Number(1));
-        let long = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"result":{{"x":"{}"}}}}"#,
-            "a".repeat(MAX_LINE_BYTES)
-        );
-        let wire = format!("{long}\n{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{}}}}\n");
         let mut read = TapRead::new(wire.as_bytes(), tap.clone());
         let mut seen = Vec::new();
         read.read_to_end(&mut seen).await.unwrap();
-        assert_eq!(seen, wire.as_bytes());
+        String::from_utf8(seen).unwrap()
+    }
+
+    fn too_long_answer(id: u64) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"x":"{}"}}}}"#,
+            "a".repeat(MAX_LINE_BYTES)
+        )
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_bound_reaches_rmcp_as_an_error_saying_so() {
+        let tap = Arc::new(WireTap::default());
+        tap.state.lock().awaiting.insert(RequestId::Number(1));
+        let next = r#"{"jsonrpc":"2.0","id":2,"result":{}}"#;
+        let seen = read_through(&tap, &format!("{}\n{next}\n", too_long_answer(1))).await;
+        let mut lines = seen.lines();
+        let error: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+        assert_eq!(error["id"], 1);
+        assert_eq!(error["error"]["code"], -32603);
+        assert_eq!(error["error"]["message"], TOO_LONG);
+        assert_eq!(lines.next(), Some(next));
+        assert_eq!(lines.next(), None);
         assert!(tap.take_result(&RequestId::Number(1)).is_none());
+        assert!(tap.state.lock().awaiting.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_direct_calls_answer_over_the_bound_ends_that_call_and_no_other() {
+        let tap = Arc::new(WireTap::default());
+        let long = tap.expect_direct(RequestId::Number(4)).unwrap();
+        let mut other = tap.expect_direct(RequestId::Number(5)).unwrap();
+        // A request of the server's too long, with an id like ours: dropped.
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{{"x":"{}"}}}}"#,
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        let seen = read_through(&tap, &format!("{request}\n{}\n", too_long_answer(4))).await;
+        assert_eq!(seen, "");
+        match long.await.unwrap() {
+            DirectAnswer::Unreadable(reason) => assert_eq!(reason, TOO_LONG),
+            answer => panic!("{answer:?}"),
+        }
+        // The end of the wire: the other call's sender is gone, unanswered.
+        assert!(other.try_recv().is_err());
     }
 
     #[test]

@@ -240,3 +240,26 @@ async fn a_call_past_a_stalled_servers_input_bound_is_refused_unsent() {
     assert_eq!(answered + refused, 12);
     connection.stop().await;
 }
+
+/// An answer longer than the bound on one line ends its call at once with
+/// an error that says so (it waited for its timeout before), and the
+/// connection carries on.
+#[tokio::test]
+async fn an_answer_longer_than_the_line_bound_ends_its_call_with_an_error() {
+    let Started { connection, .. } = started().await;
+    let seventeen_mib = "x".repeat(17 * 1024 * 1024);
+    let error = refused(
+        &connection,
+        ToolCall::new("echo", json!({ "text": seventeen_mib })),
+    )
+    .await;
+    match error {
+        CallError::Unexpected(reason) => assert!(reason.contains("longer than 16 MiB"), "{reason}"),
+        other => panic!("expected the answer to be too long, got {other:?}"),
+    }
+    assert_eq!(
+        call(&connection, "echo", json!({"text": "after"})).await,
+        "after"
+    );
+    connection.stop().await;
+}
