@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the release binaries, installs nats-server if it is missing, and runs
+# Builds the binaries as users install them, installs nats-server if it is missing, and runs
 # the benchmark: the hub against NATS and against the floor relay.
 #
 #   bench/run.sh [--quick] [--pin] [--runs N] [--only notify,fan,...]
@@ -23,11 +23,15 @@ if (( hard < 10500 )); then
     echo "bench/run.sh: warning: the descriptor limit is $hard; the 10,000-connection test needs about 10,500 per process" >&2
 fi
 
-echo "bench/run.sh: building release binaries" >&2
-cargo build --release -p switchboard-cli -p switchboard-bench >&2
+# Every binary (the hub, the floor, the harness, the MCP test server) is
+# built as users install `switchboard` (the `dist` profile: fat LTO, one
+# codegen unit), with symbols and line tables for profiles: the `measure`
+# profile, in target/measure. The first build takes about 15 minutes.
+echo "bench/run.sh: building the binaries (profile measure)" >&2
+cargo build --profile measure -p switchboard-cli -p switchboard-bench >&2
 # Workload 8 (the MCP gateway) calls the workspace's MCP test server, and
 # measures memory with server-everything (npm) when it is installed.
-cargo build --release -p switchboard-testkit --bin mcp-test-server >&2
+cargo build --profile measure -p switchboard-testkit --bin mcp-test-server >&2
 if command -v npm >/dev/null; then
     npm install --prefix crates/cli/tests/cli/mcp/js --ignore-scripts --no-audit --no-fund >&2
 fi
@@ -58,7 +62,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 
 mkdir -p bench/results
-target/release/switchboard-bench --nats-bin "$nats" --out bench/results/latest.md "$@" &
+target/measure/switchboard-bench --nats-bin "$nats" --out bench/results/latest.md "$@" &
 pids+=("$!")
 status=0
 wait "${pids[-1]}" || status=$?

@@ -88,7 +88,7 @@ fn main() -> anyhow::Result<()> {
             .clone()
             .map_or_else(|| find_nats(&exe_dir), Ok)?,
         mcp_test_server: exe_dir.join("mcp-test-server"),
-        // target/release → the workspace root, where `.ci/run` installs it.
+        // target/measure → the workspace root, where `.ci/run` installs it.
         everything: plan::find_everything(&exe_dir.join("../..")),
     };
     for (what, path) in [
@@ -151,7 +151,7 @@ fn find_nats(exe_dir: &Path) -> anyhow::Result<PathBuf> {
             return Ok(found);
         }
     }
-    // target/release/switchboard-bench → target/bench-venv/bin/nats-server
+    // target/measure/switchboard-bench → target/bench-venv/bin/nats-server
     let venv = exe_dir.join("../bench-venv/bin/nats-server");
     if venv.is_file() {
         return Ok(venv);
