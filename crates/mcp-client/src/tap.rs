@@ -313,15 +313,20 @@ fn direct_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> DirectA
 
 /// The answer to `id` with the stand-in result, as a line.
 fn stand_in(id: &RequestId) -> Option<Vec<u8>> {
-    let id = serde_json::to_string(id).ok()?;
-    Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{STAND_IN_RESULT}}}\n").into_bytes())
+    answer_line(id, "result", STAND_IN_RESULT)
 }
 
 /// An error answer to `id` (an internal error saying `message`), as a line.
 fn error_answer(id: &RequestId, message: &str) -> Option<Vec<u8>> {
-    let id = serde_json::to_string(id).ok()?;
     let error = serde_json::to_string(&ErrorObject::new(ErrorCode::InternalError, message)).ok()?;
-    Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"error\":{error}}}\n").into_bytes())
+    answer_line(id, "error", &error)
+}
+
+/// An answer to `id` whose `member` (`result` or `error`) is the JSON
+/// text `value`, as a line.
+fn answer_line(id: &RequestId, member: &str, value: &str) -> Option<Vec<u8>> {
+    let id = serde_json::to_string(id).ok()?;
+    Some(format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"{member}\":{value}}}\n").into_bytes())
 }
 
 fn raw(text: &str) -> Box<RawValue> {
