@@ -109,6 +109,21 @@ impl LocalService {
         self.dropped_notifications.load(Ordering::Relaxed)
     }
 
+    /// Queues `notification` for the worker, or counts it dropped when the
+    /// queue is full (the reader never waits for a handler).
+    fn queue(&self, notification: Notification) {
+        // Counted before it is queued: the worker may handle it at once.
+        self.unhandled.fetch_add(1, Ordering::AcqRel);
+        if self
+            .notifications
+            .try_send(Queued::Notification(notification))
+            .is_err()
+        {
+            self.unhandled.fetch_sub(1, Ordering::AcqRel);
+            self.dropped_notifications.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Resolves once every notification queued before this call has been
     /// handled (at once if none is waiting, or the worker is gone).
     pub(crate) async fn notifications_handled(&self) {
@@ -514,16 +529,7 @@ impl Connection {
             method: routed.method,
             params: routed.params,
         };
-        // Counted before it is queued: the worker may handle it at once.
-        local.unhandled.fetch_add(1, Ordering::AcqRel);
-        if local
-            .notifications
-            .try_send(Queued::Notification(notification))
-            .is_err()
-        {
-            local.unhandled.fetch_sub(1, Ordering::AcqRel);
-            local.dropped_notifications.fetch_add(1, Ordering::Relaxed);
-        }
+        local.queue(notification);
     }
 
     fn serve_request(self: &Arc<Self>, id: &RawValue, params: Option<&RawValue>) {
@@ -669,4 +675,54 @@ async fn run_writer(conn: Arc<Connection>, mut writer: Writer) {
         }
     }
     writer.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{BoxFuture, Reply};
+    use switchboard_protocol::principal::Principal;
+
+    /// Panics on `panic`; records every other method it is given.
+    struct Handled(Mutex<Vec<String>>);
+
+    impl Handler for Handled {
+        fn request(&self, _request: Request) -> BoxFuture<Reply> {
+            Box::pin(async { Err(ErrorObject::new(ErrorCode::MethodNotFound, "none")) })
+        }
+
+        fn notification(&self, notification: Notification) -> BoxFuture<()> {
+            assert_ne!(notification.method, "panic", "the handler panics");
+            self.0.lock().push(notification.method);
+            Box::pin(async {})
+        }
+    }
+
+    fn notification(method: &str) -> Notification {
+        Notification {
+            service_id: "s".into(),
+            sender_client_id: "c".into(),
+            sender_principal: Principal::Direct,
+            method: method.into(),
+            params: None,
+        }
+    }
+
+    /// The count `notifications_handled` trusts comes back to zero after a
+    /// handler panicked: a stuck count would make every later settle a
+    /// round trip to the worker, and a dead worker would never lower it.
+    #[tokio::test]
+    async fn the_unhandled_count_comes_down_after_a_handler_panics() {
+        let handled = Arc::new(Handled(Mutex::new(Vec::new())));
+        let metadata = RawValue::from_string("{}".into()).unwrap();
+        let local = LocalService::new(metadata, handled.clone());
+        local.queue(notification("panic"));
+        local.queue(notification("after"));
+        tokio::time::timeout(Duration::from_secs(20), local.notifications_handled())
+            .await
+            .expect("the worker answers the marker");
+        assert_eq!(local.unhandled.load(Ordering::Acquire), 0);
+        assert_eq!(local.dropped_notifications(), 0);
+        assert_eq!(*handled.0.lock(), ["after"]);
+    }
 }
