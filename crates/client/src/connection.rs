@@ -585,21 +585,32 @@ impl Connection {
         });
     }
 
+    /// Answers the hub's request `raw_id`. An answer longer than the hub's
+    /// `maxMessageBytes` is not sent (the hub would close this connection,
+    /// and every service on it with it): the caller gets a `LimitExceeded`
+    /// error saying how long it was instead.
     fn answer(&self, raw_id: &str, reply: Result<Box<RawValue>, ErrorObject>) {
+        let max = self.init().limits.max_message_bytes;
         let _ = self.outbox.push_now(|buf| {
-            buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-            buf.extend_from_slice(raw_id.as_bytes());
-            match &reply {
-                Ok(result) => {
-                    buf.extend_from_slice(b",\"result\":");
-                    buf.extend_from_slice(result.get().as_bytes());
-                }
-                Err(error) => {
-                    buf.extend_from_slice(b",\"error\":");
-                    let _ = serde_json::to_writer(&mut *buf, error);
-                }
+            let start = buf.len();
+            write_answer(buf, raw_id, &reply);
+            // The frame's length, without its newline.
+            let length = (buf.len() - start - 1) as u64;
+            if length > max {
+                buf.truncate(start);
+                let error = ErrorObject::new(
+                    ErrorCode::LimitExceeded,
+                    format!(
+                        "the service's answer is {length} bytes; the hub takes at most {max} bytes in one message (maxMessageBytes)"
+                    ),
+                )
+                .with_data(&serde_json::json!({
+                    "reason": "tooLarge",
+                    "limit": switchboard_protocol::limits::names::MAX_MESSAGE_BYTES,
+                    "max": max,
+                }));
+                write_answer(buf, raw_id, &Err(error));
             }
-            buf.extend_from_slice(b"}\n");
         });
     }
 
@@ -613,6 +624,23 @@ impl Connection {
             token.cancel();
         }
     }
+}
+
+/// The answer to `raw_id` as one line, appended to `buf`.
+fn write_answer(buf: &mut Vec<u8>, raw_id: &str, reply: &Result<Box<RawValue>, ErrorObject>) {
+    buf.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    buf.extend_from_slice(raw_id.as_bytes());
+    match reply {
+        Ok(result) => {
+            buf.extend_from_slice(b",\"result\":");
+            buf.extend_from_slice(result.get().as_bytes());
+        }
+        Err(error) => {
+            buf.extend_from_slice(b",\"error\":");
+            let _ = serde_json::to_writer(&mut *buf, error);
+        }
+    }
+    buf.extend_from_slice(b"}\n");
 }
 
 /// Removes a call's waiter if its future is dropped before the answer.

@@ -431,3 +431,51 @@ async fn a_panicking_notification_handler_loses_only_its_own_notification() {
         .unwrap();
     assert_eq!(service.dropped_notifications(), 0);
 }
+
+/// An answer longer than the hub's `maxMessageBytes` would make the hub
+/// close the service's connection (and every service on it): the SDK sends
+/// the caller a `LimitExceeded` error instead, and the service serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_over_the_hubs_message_limit_is_refused_and_the_service_serves_on() {
+    let hub = TestHub::builder()
+        .config("[limits]\nmaxMessageBytes = 65536\n")
+        .start()
+        .await;
+    let owner = hub.client("owner").await;
+    // `bytes`: an answer that long, from a request of a few bytes.
+    let handler = handler_fn(|request| async move {
+        let bytes = request.params::<Value>()?["bytes"].as_u64().unwrap_or(0);
+        reply(&"x".repeat(bytes as usize))
+    });
+    let service = owner.register(&json!({}), handler).await.unwrap();
+    let caller = hub.client("caller").await;
+
+    let answer: String = caller
+        .request(&service.id(), "bytes", &json!({"bytes": 60_000}))
+        .await
+        .unwrap();
+    assert_eq!(answer.len(), 60_000, "an answer under the limit passes");
+
+    let error = caller
+        .request::<String>(&service.id(), "bytes", &json!({"bytes": 70_000}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.kind(),
+        Some(ErrorKind::LimitExceeded {
+            limit: Some("maxMessageBytes".into())
+        }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("the service's answer is"),
+        "{error}"
+    );
+
+    let answer: String = caller
+        .request(&service.id(), "bytes", &json!({"bytes": 3}))
+        .await
+        .unwrap();
+    assert_eq!(answer, "xxx", "the service's connection is still up");
+    hub.stop().await;
+}
