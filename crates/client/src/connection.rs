@@ -294,10 +294,37 @@ impl Connection {
     ) -> Result<(), Error> {
         let id = jsonrpc::Id::Number(id);
         let request = jsonrpc::Request::new(&id, method, params);
+        self.push_message(&request, "request").await
+    }
+
+    /// Queues `message` as one line, unless it is longer than the hub's
+    /// `maxMessageBytes`: the hub would close the connection (and every
+    /// service on it) for it, so it is refused here with the error the hub
+    /// gives a message over a limit, and nothing is sent. `what` names it.
+    async fn push_message(&self, message: &impl Serialize, what: &str) -> Result<(), Error> {
+        // Before `initialize` is answered the limit is not known yet.
+        let max = self.init.get().map(|init| init.limits.max_message_bytes);
         let mut encoded = Ok(());
         self.outbox
             .push(|buf| {
-                encoded = serde_json::to_writer(&mut *buf, &request).map_err(Error::Encode);
+                let start = buf.len();
+                encoded = serde_json::to_writer(&mut *buf, message).map_err(Error::Encode);
+                if encoded.is_err() {
+                    // Half a message is not sent either.
+                    buf.truncate(start);
+                    return;
+                }
+                let length = (buf.len() - start) as u64;
+                if let Some(max) = max.filter(|&max| length > max) {
+                    buf.truncate(start);
+                    let error = too_long(what, length, max);
+                    encoded = Err(Error::Rpc(RpcError {
+                        code: error.code,
+                        message: error.message,
+                        data: error.data,
+                    }));
+                    return;
+                }
                 buf.push(b'\n');
             })
             .await?;
@@ -363,14 +390,7 @@ impl Connection {
         params: &impl Serialize,
     ) -> Result<(), Error> {
         let message = jsonrpc::Notification::new(method, params);
-        let mut encoded = Ok(());
-        self.outbox
-            .push(|buf| {
-                encoded = serde_json::to_writer(&mut *buf, &message).map_err(Error::Encode);
-                buf.push(b'\n');
-            })
-            .await?;
-        encoded
+        self.push_message(&message, "notification").await
     }
 
     /// Registers `local` on this connection; the reader binds the new id.
@@ -598,18 +618,7 @@ impl Connection {
             let length = (buf.len() - start - 1) as u64;
             if length > max {
                 buf.truncate(start);
-                let error = ErrorObject::new(
-                    ErrorCode::LimitExceeded,
-                    format!(
-                        "the service's answer is {length} bytes; the hub takes at most {max} bytes in one message (maxMessageBytes)"
-                    ),
-                )
-                .with_data(&serde_json::json!({
-                    "reason": "tooLarge",
-                    "limit": switchboard_protocol::limits::names::MAX_MESSAGE_BYTES,
-                    "max": max,
-                }));
-                write_answer(buf, raw_id, &Err(error));
+                write_answer(buf, raw_id, &Err(too_long("service's answer", length, max)));
             }
         });
     }
@@ -624,6 +633,23 @@ impl Connection {
             token.cancel();
         }
     }
+}
+
+/// The error for a message of `length` bytes that the hub's `max`
+/// (`maxMessageBytes`) does not take: `LimitExceeded`, with the `data` the
+/// hub gives a message over that bound.
+fn too_long(what: &str, length: u64, max: u64) -> ErrorObject {
+    ErrorObject::new(
+        ErrorCode::LimitExceeded,
+        format!(
+            "the {what} is {length} bytes; the hub takes at most {max} bytes in one message (maxMessageBytes); not sent"
+        ),
+    )
+    .with_data(&serde_json::json!({
+        "reason": "tooLarge",
+        "limit": switchboard_protocol::limits::names::MAX_MESSAGE_BYTES,
+        "max": max,
+    }))
 }
 
 /// The answer to `raw_id` as one line, appended to `buf`.

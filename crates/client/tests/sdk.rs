@@ -479,3 +479,44 @@ async fn an_answer_over_the_hubs_message_limit_is_refused_and_the_service_serves
     assert_eq!(answer, "xxx", "the service's connection is still up");
     hub.stop().await;
 }
+
+/// A request or notification longer than the hub's `maxMessageBytes` would
+/// make the hub close the sender's connection: the SDK refuses it with
+/// `LimitExceeded`, sends nothing, and the connection carries on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_hubs_limit_is_refused_unsent_and_the_connection_carries_on() {
+    let hub = TestHub::builder()
+        .config("[limits]\nmaxMessageBytes = 65536\n")
+        .start()
+        .await;
+    let owner = hub.client("owner").await;
+    let service = owner.register(&json!({}), echo()).await.unwrap();
+    let caller = hub.client("caller").await;
+
+    let too_long = json!({ "text": "x".repeat(70_000) });
+    let refused = caller
+        .request::<Value>(&service.id(), "echo", &too_long)
+        .await
+        .unwrap_err();
+    let limit = Some(ErrorKind::LimitExceeded {
+        limit: Some("maxMessageBytes".into()),
+    });
+    assert_eq!(refused.kind(), limit, "{refused}");
+    assert!(refused.to_string().contains("not sent"), "{refused}");
+    let refused = caller
+        .notify(&service.id(), "tick", &too_long)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), limit, "{refused}");
+
+    let answer: Value = caller
+        .request(&service.id(), "echo", &json!({ "after": 1 }))
+        .await
+        .unwrap();
+    assert_eq!(
+        answer,
+        json!({ "after": 1 }),
+        "the caller's connection is up"
+    );
+    hub.stop().await;
+}
