@@ -610,13 +610,14 @@ impl Connection {
     /// and every service on it with it): the caller gets a `LimitExceeded`
     /// error saying how long it was instead.
     fn answer(&self, raw_id: &str, reply: Result<Box<RawValue>, ErrorObject>) {
-        let max = self.init().limits.max_message_bytes;
+        // A hub that asks before answering `initialize` gets no check.
+        let max = self.init.get().map(|init| init.limits.max_message_bytes);
         let _ = self.outbox.push_now(|buf| {
             let start = buf.len();
             write_answer(buf, raw_id, &reply);
             // The frame's length, without its newline.
             let length = (buf.len() - start - 1) as u64;
-            if length > max {
+            if let Some(max) = max.filter(|&max| length > max) {
                 buf.truncate(start);
                 write_answer(buf, raw_id, &Err(too_long("service's answer", length, max)));
             }
