@@ -344,6 +344,68 @@ async fn a_call_to_a_provider_that_died_fails_clearly() {
     assert!(error.to_string().contains("unknown tool"), "{error}");
 }
 
+/// A tool result longer than the hub's `maxMessageBytes` ends its call
+/// with the limit's error, and `provide-mcp` serves on: the hub closes a
+/// connection that sends it a message over the limit, so before
+/// `provide-mcp` checked, one long result cut off every tool of its
+/// namespace and every call in flight on it. Arguments over the limit are
+/// refused by the gateway before they are sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_over_the_hubs_message_limit_fails_its_call_and_the_provider_serves_on() {
+    let temp = tempfile::tempdir().unwrap();
+    let config = temp.path().join("switchboard.toml");
+    std::fs::write(&config, "[limits]\nmaxMessageBytes = 65536\n").unwrap();
+    let hub = HubProcess::builder()
+        .dir(temp.path().join("hub"))
+        .config(&config)
+        .start();
+    let _alpha = hub.provide_listed("alpha").await;
+    let client = hub.client("test").await;
+    let registered = provider_id(&client, "alpha").await;
+    let gateway = hub.gateway().await;
+    gateway.wait_for_tool("alpha__echo").await;
+
+    // 60,000 bytes of text fit with the envelopes around them.
+    let fits = gateway
+        .call("alpha__echo", json!({"text": "x", "times": 60_000}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&fits).len(), 60_000);
+
+    let too_long = gateway
+        .call("alpha__echo", json!({"text": "x", "times": 70_000}))
+        .await
+        .unwrap();
+    assert_eq!(too_long.is_error, Some(true));
+    let said = text_of(&too_long);
+    assert!(
+        said.starts_with("[limit_exceeded]")
+            && said.contains("at most 65536 bytes in one message (maxMessageBytes)"),
+        "{said}"
+    );
+
+    // Arguments that do not fit are refused by the gateway, unsent.
+    let long_arguments = gateway
+        .call("alpha__echo", json!({"text": "x".repeat(70_000)}))
+        .await
+        .unwrap();
+    assert_eq!(long_arguments.is_error, Some(true));
+    let said = text_of(&long_arguments);
+    assert!(
+        said.starts_with("[limit_exceeded] the request is"),
+        "{said}"
+    );
+
+    // The same provider connection answers the next call: nothing was
+    // closed, so nothing registered again.
+    let next = gateway
+        .call("alpha__echo", json!({"text": "still here"}))
+        .await
+        .unwrap();
+    assert_eq!(text_of(&next), "still here");
+    assert_eq!(provider_id(&client, "alpha").await, registered);
+}
+
 /// MCP has no idempotency key: a plain call through the gateway carries
 /// none (a fresh one would fence nothing), and a client that wants the
 /// provider's fence gives its own in `_meta`.

@@ -68,8 +68,11 @@ impl Server {
         let mut tools = vec![
             tool(
                 "echo",
-                "Returns the text",
-                object(json!({"text": {"type": "string"}}), &["text"]),
+                "Returns the text (`times` times over: a long answer from a short call)",
+                object(
+                    json!({"text": {"type": "string"}, "times": {"type": "integer", "minimum": 1}}),
+                    &["text"],
+                ),
             ),
             tool(
                 "slow",
@@ -206,7 +209,10 @@ impl Server {
             });
         }
         let answer = match name.as_str() {
-            "echo" => string_arg(&arguments, "text").map(text),
+            "echo" => string_arg(&arguments, "text").map(|said| {
+                let times = arguments.get("times").and_then(Value::as_u64).unwrap_or(1);
+                text(said.repeat(usize::try_from(times).unwrap_or(1)))
+            }),
             "slow" => {
                 let marker = arguments.get("marker").and_then(Value::as_str);
                 let seconds = arguments
