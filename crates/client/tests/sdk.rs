@@ -432,15 +432,21 @@ async fn a_panicking_notification_handler_loses_only_its_own_notification() {
     assert_eq!(service.dropped_notifications(), 0);
 }
 
+/// A hub whose `maxMessageBytes` is 65,536: messages over it are cheap to
+/// build.
+async fn hub_with_message_limit() -> TestHub {
+    TestHub::builder()
+        .config("[limits]\nmaxMessageBytes = 65536\n")
+        .start()
+        .await
+}
+
 /// An answer longer than the hub's `maxMessageBytes` would make the hub
 /// close the service's connection (and every service on it): the SDK sends
 /// the caller a `LimitExceeded` error instead, and the service serves on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_answer_over_the_hubs_message_limit_is_refused_and_the_service_serves_on() {
-    let hub = TestHub::builder()
-        .config("[limits]\nmaxMessageBytes = 65536\n")
-        .start()
-        .await;
+    let hub = hub_with_message_limit().await;
     let owner = hub.client("owner").await;
     // `bytes`: an answer that long, from a request of a few bytes.
     let handler = handler_fn(|request| async move {
@@ -485,10 +491,7 @@ async fn an_answer_over_the_hubs_message_limit_is_refused_and_the_service_serves
 /// `LimitExceeded`, sends nothing, and the connection carries on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_message_over_the_hubs_limit_is_refused_unsent_and_the_connection_carries_on() {
-    let hub = TestHub::builder()
-        .config("[limits]\nmaxMessageBytes = 65536\n")
-        .start()
-        .await;
+    let hub = hub_with_message_limit().await;
     let owner = hub.client("owner").await;
     let service = owner.register(&json!({}), echo()).await.unwrap();
     let caller = hub.client("caller").await;
