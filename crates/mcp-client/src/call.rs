@@ -27,7 +27,7 @@ use crate::connection::Connection;
 use crate::handler::CallTag;
 use crate::input::{ChildInput, NotQueued};
 use crate::progress::{CallRoute, ProgressSink, Route};
-use crate::tap::{Awaited, DirectAnswer, Watched, WireTap};
+use crate::tap::{self, Awaited, DirectAnswer, Watched, WireTap};
 
 /// One tool call.
 pub struct ToolCall {
@@ -202,7 +202,7 @@ impl Connection {
             other => return Err(CallError::NotAnObject(other)),
         };
         let number = self.inner.next_call.fetch_add(1, Ordering::Relaxed);
-        let id_text = format!("sb-{number}");
+        let id_text = tap::direct_id(number);
         let id = RequestId::String(id_text.as_str().into());
         // The token is the id, as rmcp makes it: what the server reports or
         // asks naming it is this call's.

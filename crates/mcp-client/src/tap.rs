@@ -47,6 +47,17 @@ const MAX_SERVER_REQUESTS: usize = 256;
 /// A line longer than this is not kept (rmcp's own bound, which would
 /// drop it too).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+
+/// The id of the `number`th call written around rmcp: `sb-N`. rmcp numbers
+/// its own requests, so an answer whose id is a string of this shape is
+/// never rmcp's, even after its call stopped waiting.
+pub(crate) fn direct_id(number: u64) -> String {
+    format!("sb-{number}")
+}
+
+fn is_direct_id(id: &RequestId) -> bool {
+    matches!(id, RequestId::String(text) if text.starts_with("sb-"))
+}
 /// What a call answered by a line too long to keep ends with.
 const TOO_LONG: &str =
     "the MCP server's answer is longer than 16 MiB, the most one line may be; it was dropped";
@@ -152,6 +163,12 @@ impl WireTap {
                 let _ = waiting.send(direct_answer(peek.result, peek.error));
                 return Seen::Drop;
             }
+            if is_direct_id(&id) {
+                // Its call gave up (a timeout or a cancel) before it came;
+                // rmcp would decode it whole only to find no such request.
+                tracing::debug!(%id, "an answer to a call that no longer waits; dropped");
+                return Seen::Drop;
+            }
         }
         match (peek.method, peek.result) {
             (Some(_), _) => {
@@ -199,6 +216,9 @@ impl WireTap {
         if let Some(waiting) = state.direct.remove(&id) {
             drop(state);
             let _ = waiting.send(DirectAnswer::Unreadable(TOO_LONG.into()));
+            return Seen::Drop;
+        }
+        if is_direct_id(&id) {
             return Seen::Drop;
         }
         state.awaiting.remove(&id);
@@ -672,6 +692,39 @@ mod tests {
         }
         // The end of the wire: the other call's sender is gone, unanswered.
         assert!(other.try_recv().is_err());
+    }
+
+    #[test]
+    fn an_answer_to_a_direct_call_that_gave_up_is_not_passed_to_rmcp() {
+        let tap = WireTap::default();
+        let id = RequestId::String(direct_id(7).into());
+        drop(tap.expect_direct(id.clone()).unwrap());
+        tap.forget_direct(&id);
+        let late = br#"{"jsonrpc":"2.0","id":"sb-7","result":{"content":[]}}"#;
+        assert_eq!(tap.incoming(late), Seen::Drop);
+        let late_error = br#"{"jsonrpc":"2.0","id":"sb-7","error":{"code":-1,"message":"x"}}"#;
+        assert_eq!(tap.incoming(late_error), Seen::Drop);
+        // rmcp's own ids, and a server's request whatever its id, are rmcp's.
+        assert_eq!(
+            tap.incoming(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Seen::Pass
+        );
+        assert_eq!(
+            tap.incoming(br#"{"jsonrpc":"2.0","id":"sb-7","method":"roots/list"}"#),
+            Seen::Pass
+        );
+    }
+
+    #[tokio::test]
+    async fn a_too_long_answer_to_a_direct_call_that_gave_up_is_dropped() {
+        let tap = Arc::new(WireTap::default());
+        let answer = format!(
+            r#"{{"jsonrpc":"2.0","id":"sb-2","result":{{"x":"{}"}}}}"#,
+            "a".repeat(MAX_LINE_BYTES)
+        );
+        let next = r#"{"jsonrpc":"2.0","id":2,"result":{}}"#;
+        let seen = read_through(&tap, &format!("{answer}\n{next}\n")).await;
+        assert_eq!(seen.lines().collect::<Vec<_>>(), [next]);
     }
 
     #[test]
