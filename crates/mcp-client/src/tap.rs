@@ -48,19 +48,23 @@ const MAX_SERVER_REQUESTS: usize = 256;
 /// drop it too).
 const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// The id of the `number`th call written around rmcp: `sb-N`. rmcp numbers
-/// its own requests, so an answer whose id is a string of this shape is
-/// never rmcp's, even after its call stopped waiting.
-pub(crate) fn direct_id(number: u64) -> String {
-    format!("sb-{number}")
-}
-
-fn is_direct_id(id: &RequestId) -> bool {
-    matches!(id, RequestId::String(text) if text.starts_with("sb-"))
-}
 /// What a call answered by a line too long to keep ends with.
 const TOO_LONG: &str =
     "the MCP server's answer is longer than 16 MiB, the most one line may be; it was dropped";
+
+/// How the id of a call written around rmcp begins: `sb-N`. rmcp numbers
+/// its own requests, so an answer whose id is such a string is never
+/// rmcp's, even after its call stopped waiting.
+const DIRECT_ID_PREFIX: &str = "sb-";
+
+/// The id of the `number`th call written around rmcp.
+pub(crate) fn direct_id(number: u64) -> String {
+    format!("{DIRECT_ID_PREFIX}{number}")
+}
+
+fn is_direct_id(id: &RequestId) -> bool {
+    matches!(id, RequestId::String(text) if text.starts_with(DIRECT_ID_PREFIX))
+}
 
 #[derive(Default)]
 pub(crate) struct WireTap {
