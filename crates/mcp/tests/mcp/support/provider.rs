@@ -266,18 +266,22 @@ impl Handling {
         let options = RequestOptions {
             timeout: Some(Duration::from_millis(ceiling)),
         };
-        let answer = self
-            .client
-            .request_raw(&client.service, method, Some(&raw), options)
-            .await
-            .and_then(|raw| serde_json::from_str(raw.get()).map_err(Error::Decode));
-        let outcome = outcome(answer);
-        self.seen
-            .callbacks
-            .lock()
-            .push((method.to_owned(), outcome.clone()));
-        self.seen.changed.notify_waiters();
-        outcome
+        // In a task of its own, so that its outcome is recorded even when
+        // the call is cancelled first and the SDK drops this handler: the
+        // hub's cancel and the callback's own end may come in either order.
+        let (hub, seen) = (self.client.clone(), self.seen.clone());
+        let (service, method) = (client.service.clone(), method.to_owned());
+        let asked = tokio::spawn(async move {
+            let answer = hub
+                .request_raw(&service, &method, Some(&raw), options)
+                .await
+                .and_then(|raw| serde_json::from_str(raw.get()).map_err(Error::Decode));
+            let outcome = outcome(answer);
+            seen.callbacks.lock().push((method, outcome.clone()));
+            seen.changed.notify_waiters();
+            outcome
+        });
+        asked.await.expect("the callback task")
     }
 
     async fn call(&self, call: ToolCallRequest) -> Reply {
