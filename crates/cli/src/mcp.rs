@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use switchboard_client::protocol::modules::OAuthLogin;
 use switchboard_client::Client;
 use switchboard_hub::config::Config;
-use switchboard_mcp::oauth::{credentials_path, LoginOptions};
+use switchboard_mcp::oauth::{credentials_path, LoginOptions, PreRegisteredClient};
 use switchboard_mcp::Profile;
 
 use crate::connect::{self, HubArgs};
@@ -62,9 +63,10 @@ struct LoginArgs {
     #[arg(long, env = "SWITCHBOARD_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
     /// The port on 127.0.0.1 the browser comes back to (the redirect URI
-    /// is http://127.0.0.1:PORT/callback); any free one by default.
-    #[arg(long, default_value_t = 0)]
-    port: u16,
+    /// is http://127.0.0.1:PORT/callback); by default the module's
+    /// oauth_redirect_port, or else any free one.
+    #[arg(long)]
+    port: Option<u16>,
     /// Print the authorization URL only, even where a browser could open.
     #[arg(long)]
     no_browser: bool,
@@ -99,8 +101,8 @@ pub async fn mcp(args: McpArgs) -> anyhow::Result<()> {
 async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
     let hub = args.hub.clone().or(outer);
     hub.local_only("switchboard mcp login")?;
-    let url = match &args.config {
-        Some(config) => oauth_url_in_config(config, &args.name)?,
+    let module = match &args.config {
+        Some(config) => oauth_login_in_config(config, &args.name)?,
         // The running hub knows its modules.
         None => {
             let Ok(client) = connect::connect(&hub, "mcp login").await else {
@@ -109,16 +111,21 @@ async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
                     args.name
                 );
             };
-            let url = oauth_url_of_module(&client, &args.name).await;
+            let module = oauth_login_of_module(&client, &args.name).await;
             client.close();
-            url?
+            module?
         }
     };
     let options = LoginOptions {
         name: args.name.clone(),
-        url: url::Url::parse(&url).with_context(|| format!("[modules.{}] mcp_url", args.name))?,
+        url: url::Url::parse(&module.url)
+            .with_context(|| format!("[modules.{}] mcp_url", args.name))?,
         credentials: credentials_path(&hub.hub_dir(), &args.name),
-        port: args.port,
+        port: args.port.or(module.redirect_port).unwrap_or(0),
+        client: module.client_id.map(|id| PreRegisteredClient {
+            id,
+            secret_file: module.client_secret_file.map(PathBuf::from),
+        }),
         wait: args.wait,
     };
     let browser = !args.no_browser
@@ -165,9 +172,9 @@ fn not_behind_oauth(name: &str) -> String {
     )
 }
 
-/// The URL of [modules.NAME] in the config file, which must be a remote
+/// The login of [modules.NAME] in the config file, which must be a remote
 /// module with `oauth = true`.
-fn oauth_url_in_config(config: &Path, name: &str) -> anyhow::Result<String> {
+fn oauth_login_in_config(config: &Path, name: &str) -> anyhow::Result<OAuthLogin> {
     let config = Config::load(config)?;
     let Some(module) = config.modules.iter().find(|module| module.name == name) else {
         let names: Vec<&str> = config.modules.iter().map(|m| m.name.as_str()).collect();
@@ -180,17 +187,14 @@ fn oauth_url_in_config(config: &Path, name: &str) -> anyhow::Result<String> {
             }
         );
     };
-    module
-        .oauth_url
-        .clone()
-        .with_context(|| not_behind_oauth(name))
+    module.oauth.clone().with_context(|| not_behind_oauth(name))
 }
 
-/// The URL of module NAME of the running hub (`hub/modules`).
-async fn oauth_url_of_module(client: &Client, name: &str) -> anyhow::Result<String> {
+/// The login of module NAME of the running hub (`hub/modules`).
+async fn oauth_login_of_module(client: &Client, name: &str) -> anyhow::Result<OAuthLogin> {
     let modules = crate::modules::fetch(client).await?;
     let module = crate::modules::find(&modules, name)?;
-    module.oauth_url.with_context(|| not_behind_oauth(name))
+    module.oauth.with_context(|| not_behind_oauth(name))
 }
 
 fn logout(name: &str, hub: &HubArgs) -> anyhow::Result<()> {

@@ -43,6 +43,14 @@ pub struct ProvideMcpArgs {
     /// with status 77: a hub's module then shows `needs-login`.
     #[arg(long, requires = "mcp_url", conflicts_with = "bearer_token_file")]
     oauth: bool,
+    /// With --oauth: the login was made with this client, registered with
+    /// the authorization server beforehand (`oauth_client_id`).
+    #[arg(long, value_name = "ID", requires = "oauth")]
+    oauth_client_id: Option<String>,
+    /// With --oauth-client-id: the file whose first line is that client's
+    /// secret (a confidential client), read when the provider starts.
+    #[arg(long, value_name = "FILE", requires = "oauth_client_id")]
+    oauth_client_secret_file: Option<PathBuf>,
     /// The MCP server to run, and its arguments (after `--`).
     #[arg(
         required_unless_present = "mcp_url",
@@ -82,7 +90,14 @@ fn server(args: &ProvideMcpArgs) -> anyhow::Result<McpServer> {
     let remote = if args.oauth {
         let credentials =
             switchboard_mcp::oauth::credentials_path(&args.hub.hub_dir(), &args.namespace);
-        remote.with_oauth(credentials)?
+        let client =
+            args.oauth_client_id
+                .clone()
+                .map(|id| switchboard_mcp::oauth::PreRegisteredClient {
+                    id,
+                    secret_file: args.oauth_client_secret_file.clone(),
+                });
+        remote.with_oauth(credentials, client)?
     } else {
         remote
     };

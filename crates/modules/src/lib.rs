@@ -64,8 +64,9 @@ pub struct ModuleView {
     pub retry_at: Option<Instant>,
     pub last_exit: Option<String>,
     pub command: String,
-    /// The remote MCP server it signs in to (`oauth = true`).
-    pub oauth_url: Option<String>,
+    /// The remote MCP server it signs in to, and as which client
+    /// (`oauth = true`).
+    pub oauth: Option<switchboard_protocol::modules::OAuthLogin>,
     pub log: PathBuf,
 }
 

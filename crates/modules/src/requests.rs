@@ -62,7 +62,7 @@ pub(crate) fn statuses(modules: &Modules) -> Vec<ModuleStatus> {
                 .map(|at| at.saturating_duration_since(now).as_millis() as u64),
             services: services.get(&view.name).copied().unwrap_or(0),
             command: view.command.clone(),
-            oauth_url: view.oauth_url.clone(),
+            oauth: view.oauth.clone(),
             log: view.log.display().to_string(),
         })
         .collect()

@@ -506,7 +506,7 @@ impl Supervisor {
                     retry_at,
                     last_exit: module.last_exit.clone(),
                     command: module.spec.command_line(),
-                    oauth_url: module.spec.oauth_url.clone(),
+                    oauth: module.spec.oauth.clone(),
                     log: module.log.path().to_owned(),
                 }
             })

@@ -93,12 +93,47 @@ pub struct ModuleStatus {
     pub services: u64,
     /// The command line, as started.
     pub command: String,
-    /// For a remote MCP server behind OAuth (`oauth = true`): its URL,
-    /// which `switchboard mcp login NAME` signs in to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub oauth_url: Option<String>,
+    /// For a remote MCP server behind OAuth (`oauth = true`): what
+    /// `switchboard mcp login NAME` signs in to, and as which client. Its
+    /// members (`oauthUrl`, …) sit beside the others.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthLogin>,
     /// Where its stdout and stderr go.
     pub log: String,
+}
+
+/// How `switchboard mcp login NAME` signs in to a remote module behind
+/// OAuth. A client the authorization server registered beforehand
+/// (`oauth_client_id`) is used as it is; without one, the login registers
+/// a client dynamically.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthLogin {
+    /// The remote MCP server's URL.
+    #[serde(rename = "oauthUrl")]
+    pub url: String,
+    /// The pre-registered client's id (not a secret).
+    #[serde(
+        rename = "oauthClientId",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_id: Option<String>,
+    /// The file that holds that client's secret, for a confidential
+    /// client: a path, never the secret.
+    #[serde(
+        rename = "oauthClientSecretFile",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_secret_file: Option<String>,
+    /// The port of the loopback redirect URI the client was registered
+    /// with (`http://127.0.0.1:PORT/callback`); none: any free port.
+    #[serde(
+        rename = "oauthRedirectPort",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub redirect_port: Option<u16>,
 }
 
 /// Result of `hub/modules`.

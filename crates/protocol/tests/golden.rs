@@ -469,10 +469,18 @@ fn modules_result_round_trips_and_leaves_out_what_a_state_lacks() {
         [
             ModuleState::Running,
             ModuleState::GivenUp,
-            ModuleState::Backoff
+            ModuleState::Backoff,
+            ModuleState::NeedsLogin
         ]
     );
     assert_eq!(result.modules[0].pid, Some(4242));
+    // A remote module behind OAuth: its login's members beside the others;
+    // a module without OAuth has none of them.
+    let oauth = result.modules[3].oauth.as_ref().expect("the login");
+    assert_eq!(oauth.url, "https://mcp.example.com/t");
+    assert_eq!(oauth.client_id.as_deref(), Some("switchboard-desktop"));
+    assert_eq!(oauth.redirect_port, Some(8976));
+    assert!(result.modules[..3].iter().all(|m| m.oauth.is_none()));
     assert_eq!(result.modules[2].retry_in_ms, Some(500));
     // A module that does not run has no pid or uptime members at all.
     let given_up = &value(&encoded)["modules"][1];

@@ -72,6 +72,11 @@ struct OAuthWorld {
 
 impl OAuthWorld {
     async fn start() -> OAuthWorld {
+        OAuthWorld::start_with(&[]).await
+    }
+
+    /// With more of the authorization server's settings (its README).
+    async fn start_with(settings: &[(&str, &str)]) -> OAuthWorld {
         // The test's own HTTP client (the authorization server's test endpoints).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let js = oauth_dir().join("../js/node_modules/oidc-provider");
@@ -84,7 +89,8 @@ impl OAuthWorld {
             .arg(oauth_dir().join("authorization_server.mjs"))
             .arg("0")
             .env("OAUTH_ACCESS_TOKEN_TTL", ACCESS_TOKEN_TTL.to_string())
-            .env("OAUTH_QUIET", "1");
+            .env("OAUTH_QUIET", "1")
+            .envs(settings.iter().copied());
         let (authorization, ready) = start_ready(authorization, "the authorization server").await;
         let issuer = ready["issuer"].as_str().expect("issuer").to_owned();
         let mut resource = std::process::Command::new("python3");
@@ -207,7 +213,10 @@ async fn a_module_behind_oauth_logs_in_refreshes_and_needs_login_once_revoked() 
             .is_some_and(|exit| exit.contains("switchboard mcp login tracker")),
         "{waiting:?}"
     );
-    assert_eq!(waiting.oauth_url.as_deref(), Some(world.url.as_str()));
+    assert_eq!(
+        waiting.oauth.as_ref().map(|login| login.url.as_str()),
+        Some(world.url.as_str())
+    );
 
     // The login: discovery, registration, PKCE, the redirect; the module
     // restarted with it.
@@ -334,6 +343,139 @@ async fn a_module_behind_oauth_logs_in_refreshes_and_needs_login_once_revoked() 
         for secret in &secrets {
             assert!(!place.contains(secret.as_str()), "a token leaked: {place}");
         }
+    }
+    client.close();
+}
+
+/// An authorization server that registers no client dynamically (as many
+/// do) and knows one client beforehand, a confidential one with a fixed
+/// redirect URI: without `oauth_client_id` the login says what to
+/// configure; with it (and its secret file and port) the login uses that
+/// client, and the module refreshes with its secret. The secret is in no
+/// log, listing, or command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_registered_beforehand_signs_in_where_registration_is_closed() {
+    const CLIENT_ID: &str = "switchboard-desktop";
+    const SECRET: &str = "app-secret-5b1f0c9e";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    let world = OAuthWorld::start_with(&[
+        ("OAUTH_REGISTRATION", "off"),
+        ("OAUTH_APP_CLIENT_ID", CLIENT_ID),
+        ("OAUTH_APP_CLIENT_SECRET", SECRET),
+        ("OAUTH_APP_REDIRECT_URI", &redirect_uri),
+    ])
+    .await;
+    let url = toml_string(&world.url);
+    let hub = ModuleHub::start(&format!(
+        "[modules.open]\nmcp_url = {url}\noauth = true\n\n\
+         [modules.wiki]\nmcp_url = {url}\noauth = true\n\
+         oauth_client_id = \"{CLIENT_ID}\"\noauth_client_secret_file = \"wiki-secret\"\n\
+         oauth_redirect_port = {port}\n"
+    ));
+    // Beside the config, as its relative name says; written after the
+    // start: nothing reads it before a login.
+    std::fs::write(hub.path("wiki-secret"), format!("{SECRET}\n")).unwrap();
+    let client = hub.client().await;
+    for name in ["open", "wiki"] {
+        wait_module(&client, name, "needs-login", |module| {
+            module.state == ModuleState::NeedsLogin
+        })
+        .await;
+    }
+
+    // No client id, and the server registers none: what to do, at once.
+    let refused = switchboard(&[
+        "mcp",
+        "login",
+        "open",
+        "--no-browser",
+        "--wait",
+        "5s",
+        "--dir",
+        hub.dir_arg(),
+    ])
+    .await;
+    assert_eq!(refused.code(), 1, "{refused:?}");
+    assert!(
+        refused
+            .stderr
+            .contains("does not register clients dynamically")
+            && refused
+                .stderr
+                .contains("[modules.open] its oauth_client_id"),
+        "{refused:?}"
+    );
+    assert!(!hub.dir().join("oauth/open.json").exists());
+
+    let printed = login(&hub, "wiki").await;
+    assert!(printed.contains("Logged in to wiki."), "{printed}");
+    assert!(printed.contains("wiki: running"), "{printed}");
+    let log = world.log().await;
+    assert_eq!(log["registrations"], json!([]), "{log}");
+    let authorization = &log["authorizations"][0];
+    assert_eq!(authorization["client_id"], CLIENT_ID, "{log}");
+    assert_eq!(
+        authorization["redirect_uri"],
+        redirect_uri.as_str(),
+        "{log}"
+    );
+    // The code was exchanged by the client with its secret (basic auth):
+    // oidc-provider refuses a confidential client without it.
+    let exchanged = &log["token_requests"][0];
+    assert_eq!(exchanged["grant_type"], "authorization_code", "{log}");
+    assert_eq!(exchanged["client_id"], CLIENT_ID, "{log}");
+    assert_eq!(exchanged["outcome"], "ok", "{log}");
+
+    let gateway = gateway_on(hub.dir()).await;
+    gateway.wait_for_tool("wiki__echo").await;
+    let echo = gateway
+        .call("wiki__echo", json!({"text": "as the app"}))
+        .await
+        .expect("echo through the gateway");
+    assert_eq!(text_of(&echo), "as the app");
+
+    // The access token refused: the module refreshes, as the confidential
+    // client it logged in as.
+    world.revoke("access").await;
+    let echo = gateway
+        .call("wiki__echo", json!({"text": "refreshed"}))
+        .await
+        .expect("echo after a refresh");
+    assert_eq!(text_of(&echo), "refreshed");
+    let log = world.log().await;
+    let refreshes: Vec<&Value> = log["token_requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|request| request["grant_type"] == "refresh_token")
+        .collect();
+    assert!(
+        !refreshes.is_empty()
+            && refreshes
+                .iter()
+                .all(|r| r["client_id"] == CLIENT_ID && r["outcome"] == "ok"),
+        "{log}"
+    );
+    gateway.close().await;
+
+    let listing = switchboard(&["modules", "--dir", hub.dir_arg()]).await;
+    let status = modules(&client).await;
+    let wiki = status.iter().find(|m| m.name == "wiki").unwrap();
+    let login_of = wiki.oauth.as_ref().expect("the login's client");
+    assert_eq!(login_of.client_id.as_deref(), Some(CLIENT_ID));
+    assert_eq!(login_of.redirect_port, Some(port));
+    for place in [
+        hub.module_log("wiki"),
+        listing.ok().to_owned(),
+        format!("{status:?}"),
+        std::fs::read_to_string(hub.dir().join("oauth/wiki.json")).unwrap(),
+    ] {
+        assert!(!place.contains(SECRET), "the client secret leaked: {place}");
     }
     client.close();
 }

@@ -19,6 +19,13 @@
 //! [modules.tracker]                  # a remote MCP server behind OAuth 2.1:
 //! mcp_url = "https://mcp.example.com/tracker"
 //! oauth = true                       # `switchboard mcp login tracker` signs in
+//!
+//! [modules.wiki]                     # behind an OAuth server without dynamic
+//! mcp_url = "https://mcp.example.com/wiki"  # client registration: a client
+//! oauth = true                       # registered there beforehand
+//! oauth_client_id = "switchboard-desktop"
+//! oauth_client_secret_file = "~/.config/wiki-client-secret"  # a confidential one
+//! oauth_redirect_port = 8976         # its redirect URI: http://127.0.0.1:8976/callback
 //! ```
 
 use std::collections::BTreeMap;
@@ -26,6 +33,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+use switchboard_protocol::modules::OAuthLogin;
 use toml::Spanned;
 
 /// Where a module's output goes before it rotates, unless the config says.
@@ -67,8 +75,8 @@ pub struct ModuleSpec {
     pub restart: RestartPolicy,
     pub log_max_bytes: u64,
     /// `oauth = true`: the remote server `switchboard mcp login NAME`
-    /// signs in to.
-    pub oauth_url: Option<String>,
+    /// signs in to, and as which client.
+    pub oauth: Option<OAuthLogin>,
 }
 
 impl ModuleSpec {
@@ -102,6 +110,9 @@ pub struct ModuleSection {
     headers: Option<Spanned<BTreeMap<String, String>>>,
     bearer_token_file: Option<Spanned<String>>,
     oauth: Option<Spanned<bool>>,
+    oauth_client_id: Option<Spanned<String>>,
+    oauth_client_secret_file: Option<Spanned<String>>,
+    oauth_redirect_port: Option<Spanned<u16>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -151,7 +162,29 @@ pub fn resolve(
             section.oauth.as_ref().map(|o| ("oauth", o.span().start)),
         ];
         let oauth = section.oauth.as_ref().is_some_and(|o| *o.get_ref());
-        let mut oauth_url = None;
+        let mut oauth_spec = None;
+        if !oauth {
+            let oauth_only = [
+                section
+                    .oauth_client_id
+                    .as_ref()
+                    .map(|k| ("oauth_client_id", k.span().start)),
+                section
+                    .oauth_client_secret_file
+                    .as_ref()
+                    .map(|k| ("oauth_client_secret_file", k.span().start)),
+                section
+                    .oauth_redirect_port
+                    .as_ref()
+                    .map(|k| ("oauth_redirect_port", k.span().start)),
+            ];
+            if let Some((key, at)) = oauth_only.into_iter().flatten().next() {
+                return Err(error(
+                    line_of(text, at),
+                    format!("{key} goes with oauth = true (and mcp_url)"),
+                ));
+            }
+        }
         if section.mcp_url.is_none() {
             if let Some((key, at)) = remote_only.into_iter().flatten().next() {
                 return Err(error(
@@ -221,7 +254,24 @@ pub fn resolve(
                         ));
                     }
                     args.push("--oauth".into());
-                    oauth_url = Some(url);
+                    let login = oauth_login(
+                        OAuthClientKeys {
+                            id: &section.oauth_client_id,
+                            secret_file: &section.oauth_client_secret_file,
+                            redirect_port: &section.oauth_redirect_port,
+                        },
+                        text,
+                        &|file| base.join(expand(file)),
+                        url,
+                    )
+                    .map_err(|(line, problem)| error(line, problem))?;
+                    if let Some(id) = &login.client_id {
+                        args.extend(["--oauth-client-id".into(), id.into()]);
+                    }
+                    if let Some(file) = &login.client_secret_file {
+                        args.extend(["--oauth-client-secret-file".into(), file.into()]);
+                    }
+                    oauth_spec = Some(login);
                 }
                 if let Some(file) = section.bearer_token_file {
                     let file = base.join(expand(file.get_ref()));
@@ -277,10 +327,65 @@ pub fn resolve(
             env,
             restart: section.restart,
             log_max_bytes,
-            oauth_url,
+            oauth: oauth_spec,
         });
     }
     Ok(specs)
+}
+
+/// A module's `oauth_client_*` keys, as written.
+struct OAuthClientKeys<'a> {
+    id: &'a Option<Spanned<String>>,
+    secret_file: &'a Option<Spanned<String>>,
+    redirect_port: &'a Option<Spanned<u16>>,
+}
+
+/// The login of a module with `oauth = true` at `url`: its pre-registered
+/// client, if the keys name one, checked; `path` resolves a file name as
+/// written. An error is its line and what is wrong.
+fn oauth_login(
+    keys: OAuthClientKeys<'_>,
+    text: &str,
+    path: &dyn Fn(&str) -> PathBuf,
+    url: String,
+) -> Result<OAuthLogin, (usize, String)> {
+    let client_id =
+        match keys.id {
+            Some(id) if id.get_ref().trim().is_empty() => return Err((
+                line_of(text, id.span().start),
+                "oauth_client_id is empty: give the id the authorization server gave the client"
+                    .into(),
+            )),
+            Some(id) => Some(id.get_ref().trim().to_owned()),
+            None => None,
+        };
+    let client_secret_file =
+        match keys.secret_file {
+            Some(file) if client_id.is_none() => return Err((
+                line_of(text, file.span().start),
+                "oauth_client_secret_file goes with oauth_client_id (the client the secret is for)"
+                    .into(),
+            )),
+            Some(file) => Some(path(file.get_ref()).to_string_lossy().into_owned()),
+            None => None,
+        };
+    let redirect_port = match keys.redirect_port {
+        Some(port) if *port.get_ref() == 0 => {
+            return Err((
+                line_of(text, port.span().start),
+                "oauth_redirect_port is 0: give the port of the redirect URI the client was registered with, or leave it out for any free port"
+                    .into(),
+            ))
+        }
+        Some(port) => Some(*port.get_ref()),
+        None => None,
+    };
+    Ok(OAuthLogin {
+        url,
+        client_id,
+        client_secret_file,
+        redirect_port,
+    })
 }
 
 /// The variable a module's `headers` reach `provide-mcp` by, as a JSON
@@ -431,7 +536,7 @@ bearer_token_file = "tokens/docs"
         )
         .unwrap();
         let plain = &specs[0];
-        assert_eq!(plain.oauth_url, None);
+        assert_eq!(plain.oauth, None);
         assert!(!plain.command_line().contains("--oauth"));
         let tracker = &specs[1];
         assert_eq!(
@@ -439,8 +544,13 @@ bearer_token_file = "tokens/docs"
             "switchboard provide-mcp --namespace tracker --mcp-url https://mcp.example.com/t --oauth"
         );
         assert_eq!(
-            tracker.oauth_url.as_deref(),
-            Some("https://mcp.example.com/t")
+            tracker.oauth,
+            Some(OAuthLogin {
+                url: "https://mcp.example.com/t".into(),
+                client_id: None,
+                client_secret_file: None,
+                redirect_port: None,
+            })
         );
 
         let error = parse("[modules.x]\nmcp = [\"a\"]\noauth = true\n").unwrap_err();
@@ -456,6 +566,72 @@ bearer_token_file = "tokens/docs"
         .unwrap_err();
         assert_eq!(error.line, 4);
         assert!(error.problem.contains("give one"), "{error:?}");
+    }
+
+    #[test]
+    fn a_pre_registered_oauth_client_reaches_the_module_and_the_login() {
+        let specs = parse(
+            "[modules.wiki]\nmcp_url = \"https://mcp.example.com/w\"\noauth = true\noauth_client_id = \" switchboard-desktop \"\noauth_client_secret_file = \"~/wiki-secret\"\noauth_redirect_port = 8976\n",
+        )
+        .unwrap();
+        let wiki = &specs[0];
+        // The id is no secret; the secret stays in its file.
+        assert_eq!(
+            wiki.command_line(),
+            "switchboard provide-mcp --namespace wiki --mcp-url https://mcp.example.com/w --oauth --oauth-client-id switchboard-desktop --oauth-client-secret-file /home/u/wiki-secret"
+        );
+        assert_eq!(
+            wiki.oauth,
+            Some(OAuthLogin {
+                url: "https://mcp.example.com/w".into(),
+                client_id: Some("switchboard-desktop".into()),
+                client_secret_file: Some("/home/u/wiki-secret".into()),
+                redirect_port: Some(8976),
+            })
+        );
+        // A relative file is the config's neighbour.
+        let specs = parse(
+            "[modules.wiki]\nmcp_url = \"https://h/\"\noauth = true\noauth_client_id = \"c\"\noauth_client_secret_file = \"secrets/wiki\"\n",
+        )
+        .unwrap();
+        let login = specs[0].oauth.as_ref().unwrap();
+        assert_eq!(
+            login.client_secret_file.as_deref(),
+            Some("/etc/sb/secrets/wiki")
+        );
+        assert_eq!(login.redirect_port, None);
+
+        for (config, line, problem) in [
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth_client_id = \"c\"\n",
+                3,
+                "oauth_client_id goes with oauth = true",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth = false\noauth_redirect_port = 80\n",
+                4,
+                "oauth_redirect_port goes with oauth = true",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\noauth_client_id = \" \"\n",
+                4,
+                "oauth_client_id is empty",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\noauth_client_secret_file = \"s\"\n",
+                4,
+                "oauth_client_secret_file goes with oauth_client_id",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\noauth_client_id = \"c\"\noauth_redirect_port = 0\n",
+                5,
+                "oauth_redirect_port is 0",
+            ),
+        ] {
+            let error = parse(config).unwrap_err();
+            assert_eq!(error.line, line, "{config}: {error:?}");
+            assert!(error.problem.contains(problem), "{config}: {error:?}");
+        }
     }
 
     #[test]

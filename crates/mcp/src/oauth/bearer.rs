@@ -11,12 +11,12 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rmcp::transport::auth::{AuthError, AuthorizationManager};
+use rmcp::transport::auth::{AuthError, AuthorizationManager, OAuthClientConfig};
 use switchboard_mcp_client::{BearerError, BearerSource};
 use tokio_util::sync::CancellationToken;
 
 use super::store::FileCredentialStore;
-use super::OAuthError;
+use super::{OAuthError, PreRegisteredClient};
 
 pub struct OAuthBearer {
     name: String,
@@ -33,9 +33,16 @@ pub struct OAuthBearer {
 impl OAuthBearer {
     /// The stored credentials of module `name` for the server at `url`;
     /// [`OAuthError::NeedsLogin`] when there are none (or they were for
-    /// another authorization server). Discovers the authorization server's
-    /// metadata, so that a refresh knows its token endpoint.
-    pub async fn load(name: &str, url: &url::Url, path: PathBuf) -> Result<Self, OAuthError> {
+    /// another authorization server, or another client than `client`, the
+    /// one registered beforehand). Discovers the authorization server's
+    /// metadata, so that a refresh knows its token endpoint; a confidential
+    /// client refreshes with its secret.
+    pub async fn load(
+        name: &str,
+        url: &url::Url,
+        path: PathBuf,
+        client: Option<&PreRegisteredClient>,
+    ) -> Result<Self, OAuthError> {
         let store = FileCredentialStore::new(path);
         let needs_login = || OAuthError::NeedsLogin {
             name: name.to_owned(),
@@ -54,6 +61,26 @@ impl OAuthBearer {
             .map_err(OAuthError::auth("cannot use the stored login"))?;
         if !stored {
             return Err(needs_login());
+        }
+        if let Some(client) = client {
+            let (stored_id, _) = manager
+                .get_credentials()
+                .await
+                .map_err(OAuthError::auth("cannot use the stored login"))?;
+            // The config names another client than the login was made
+            // with: its tokens are that client's.
+            if stored_id != client.id {
+                tracing::warn!(module = %name, "the stored login is another OAuth client's than oauth_client_id");
+                return Err(needs_login());
+            }
+            if let Some(secret) = client.secret()? {
+                manager
+                    .configure_client(
+                        OAuthClientConfig::new(client.id.clone(), url.as_str())
+                            .with_client_secret(secret),
+                    )
+                    .map_err(OAuthError::auth("cannot use the OAuth client"))?;
+            }
         }
         Ok(OAuthBearer {
             name: name.to_owned(),

@@ -5,8 +5,10 @@
 //!    is the redirect URI, `http://127.0.0.1:PORT/callback`;
 //! 2. discovery: the server's protected-resource metadata names its
 //!    authorization server, whose metadata gives the endpoints;
-//! 3. the client registers itself (dynamic client registration) unless the
-//!    authorization server knows it already;
+//! 3. the client: one registered beforehand ([`PreRegisteredClient`],
+//!    with its secret if it is confidential), or else one registered now
+//!    (dynamic client registration; a server that offers none is a clear
+//!    error naming what to configure);
 //! 4. the authorization URL is shown (and opened, by the caller, when a
 //!    browser is at hand); the user signs in there;
 //! 5. the authorization server redirects the browser to the listener with
@@ -28,7 +30,7 @@ use rmcp::transport::auth::{AuthorizationManager, AuthorizationRequest, Authoriz
 use tokio::sync::oneshot;
 
 use super::store::FileCredentialStore;
-use super::OAuthError;
+use super::{OAuthError, PreRegisteredClient};
 
 /// The client name a login registers under.
 const CLIENT_NAME: &str = "Switchboard";
@@ -42,6 +44,9 @@ pub struct LoginOptions {
     pub credentials: PathBuf,
     /// The redirect listener's port on 127.0.0.1; 0 for any free one.
     pub port: u16,
+    /// The client registered beforehand, if any; none: dynamic
+    /// registration.
+    pub client: Option<PreRegisteredClient>,
     /// How long to wait for the browser to come back.
     pub wait: Duration,
 }
@@ -79,8 +84,21 @@ pub async fn login(options: LoginOptions, show: impl FnOnce(&str)) -> Result<(),
             url: switchboard_mcp_client::shown_url(&options.url),
         });
     }
+    if options.client.is_none() && resolution.metadata.registration_endpoint.is_none() {
+        return Err(OAuthError::NoRegistration {
+            name: options.name,
+            url: switchboard_mcp_client::shown_url(&options.url),
+            redirect_uri,
+        });
+    }
     manager.set_metadata(resolution.metadata);
-    let request = AuthorizationRequest::new(redirect_uri.clone()).with_client_name(CLIENT_NAME);
+    let mut request = AuthorizationRequest::new(redirect_uri.clone()).with_client_name(CLIENT_NAME);
+    if let Some(client) = &options.client {
+        request = request.with_preregistered_client(client.id.clone());
+        if let Some(secret) = client.secret()? {
+            request = request.with_client_secret(secret);
+        }
+    }
     let session = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, source)| OAuthError::auth("cannot start the authorization")(source))?;

@@ -50,7 +50,7 @@ use relay::Relay;
 pub use relay::RelayStats;
 use surface::Surface;
 
-use crate::oauth::OAuthBearer;
+use crate::oauth::{OAuthBearer, PreRegisteredClient};
 use crate::Error;
 
 /// How long the child may take to answer `initialize` and `tools/list`.
@@ -93,6 +93,9 @@ pub struct RemoteServer {
     /// ([`crate::oauth::credentials_path`]): their access token is sent,
     /// refreshed before it expires.
     oauth_credentials: Option<PathBuf>,
+    /// The client those credentials belong to, when it was registered
+    /// beforehand (a confidential one refreshes with its secret).
+    oauth_client: Option<PreRegisteredClient>,
 }
 
 impl std::fmt::Debug for RemoteServer {
@@ -110,6 +113,7 @@ impl std::fmt::Debug for RemoteServer {
             )
             .field("bearer_token_file", &self.bearer_token_file)
             .field("oauth_credentials", &self.oauth_credentials)
+            .field("oauth_client", &self.oauth_client)
             .finish()
     }
 }
@@ -131,12 +135,18 @@ impl RemoteServer {
             headers,
             bearer_token_file,
             oauth_credentials: None,
+            oauth_client: None,
         })
     }
 
     /// Sends the access token of the OAuth login saved at `credentials`
-    /// (instead of a bearer token file).
-    pub fn with_oauth(mut self, credentials: PathBuf) -> Result<RemoteServer, Error> {
+    /// (instead of a bearer token file), made with `client` if it was
+    /// registered beforehand.
+    pub fn with_oauth(
+        mut self,
+        credentials: PathBuf,
+        client: Option<PreRegisteredClient>,
+    ) -> Result<RemoteServer, Error> {
         if self.bearer_token_file.is_some() {
             return Err(Error::Options(
                 "a bearer token file and an OAuth login are two ways to send one token: give one"
@@ -144,6 +154,7 @@ impl RemoteServer {
             ));
         }
         self.oauth_credentials = Some(credentials);
+        self.oauth_client = client;
         Ok(self)
     }
 
@@ -189,8 +200,13 @@ pub async fn run_provider(
     if let McpServer::Remote(remote) = &options.server {
         remote.bearer_token()?;
         if let Some(credentials) = &remote.oauth_credentials {
-            let bearer =
-                OAuthBearer::load(&options.namespace, &remote.url, credentials.clone()).await?;
+            let bearer = OAuthBearer::load(
+                &options.namespace,
+                &remote.url,
+                credentials.clone(),
+                remote.oauth_client.as_ref(),
+            )
+            .await?;
             oauth = Some(Arc::new(bearer));
         }
     }

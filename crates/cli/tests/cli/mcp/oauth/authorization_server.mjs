@@ -10,7 +10,11 @@
 // What it offers (see README.md beside this file for the whole story):
 // - discovery at /.well-known/openid-configuration and, as an alias with the
 //   same document, /.well-known/oauth-authorization-server (RFC 8414);
-// - open dynamic client registration (RFC 7591) at /reg;
+// - open dynamic client registration (RFC 7591) at /reg, unless
+//   OAUTH_REGISTRATION=off;
+// - with OAUTH_APP_CLIENT_ID, a client registered beforehand: a native app
+//   with a secret (client_secret_basic), its one redirect URI
+//   OAUTH_APP_REDIRECT_URI, the code and refresh_token grants;
 // - authorization code with PKCE (S256 only, required for every client);
 // - RFC 8707 resource indicators: any http(s) loopback URL is a resource
 //   server with scope `mcp`, opaque access tokens whose audience is that URL;
@@ -37,6 +41,10 @@
 //   OAUTH_TEST_PASSWORD        its password (default wonderland)
 //   OAUTH_DEFAULT_RESOURCE     resource assumed when a request names none
 //                              (default: none, the token is then not for any MCP server)
+//   OAUTH_REGISTRATION=off     no dynamic client registration (not in the metadata either)
+//   OAUTH_APP_CLIENT_ID        a pre-registered client's id (default: none)
+//   OAUTH_APP_CLIENT_SECRET    its secret (required with the id)
+//   OAUTH_APP_REDIRECT_URI     its redirect URI (required with the id)
 //   OAUTH_QUIET=1              do not log requests to stderr
 
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -67,6 +75,22 @@ const TEST_PASSWORD = env.OAUTH_TEST_PASSWORD || 'wonderland';
 const DEFAULT_RESOURCE = env.OAUTH_DEFAULT_RESOURCE || undefined;
 const RESOURCE_SCOPE = 'mcp';
 const QUIET = env.OAUTH_QUIET === '1';
+const REGISTRATION = env.OAUTH_REGISTRATION !== 'off';
+const APP_CLIENT = env.OAUTH_APP_CLIENT_ID
+  ? {
+      client_id: env.OAUTH_APP_CLIENT_ID,
+      client_secret: env.OAUTH_APP_CLIENT_SECRET,
+      client_name: 'pre-registered app',
+      application_type: 'native',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      redirect_uris: [env.OAUTH_APP_REDIRECT_URI],
+      token_endpoint_auth_method: 'client_secret_basic',
+    }
+  : undefined;
+if (APP_CLIENT && !(APP_CLIENT.client_secret && APP_CLIENT.redirect_uris[0])) {
+  throw new Error('OAUTH_APP_CLIENT_ID needs OAUTH_APP_CLIENT_SECRET and OAUTH_APP_REDIRECT_URI');
+}
 
 const log = (...parts) => {
   if (!QUIET) process.stderr.write(`[authorization-server] ${parts.join(' ')}\n`);
@@ -114,6 +138,7 @@ const provider = new Provider(issuer, {
       redirect_uris: [],
       token_endpoint_auth_method: 'client_secret_basic',
     },
+    ...(APP_CLIENT ? [APP_CLIENT] : []),
   ],
   jwks: { keys: [{ ...privateKey.export({ format: 'jwk' }), kid: 'test-rsa', alg: 'RS256', use: 'sig' }] },
   cookies: { keys: [randomBytes(32).toString('base64url')] },
@@ -141,7 +166,7 @@ const provider = new Provider(issuer, {
   expiresWithSession: async () => false,
   features: {
     devInteractions: { enabled: false },
-    registration: { enabled: true, initialAccessToken: false },
+    registration: { enabled: REGISTRATION, initialAccessToken: false },
     introspection: {
       enabled: true,
       // The resource server may introspect any token; a client only its own.
