@@ -120,6 +120,85 @@ async fn a_cancelled_plain_call_is_cancelled_at_the_hub_and_never_answered() {
     assert_eq!(provider.seen.of("tools/call").len(), 2);
 }
 
+/// A cancel that arrives once the call's answer is on its way (MCP allows
+/// the race: the client must ignore an answer after its cancel) stops
+/// nothing and breaks nothing: each call is answered at most once, with
+/// its own result or not at all, and the session carries on. Fifty calls,
+/// each written with its cancel right behind it, so that the race goes
+/// both ways; and a cancel for an id that is done, or was never sent.
+#[tokio::test]
+async fn a_cancel_that_comes_after_the_answer_is_harmless() {
+    let hub = hub().await;
+    let (provider, mut client) = session(&hub, "2025-06-18", json!({})).await;
+    for id in 100..150 {
+        client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": "ev__echo", "arguments": {"text": format!("call {id}")}}}))
+            .await;
+        // Each a little later than the one before: the first cancels
+        // reach the call before it leaves, the last ones after its answer.
+        for _ in 100..id {
+            tokio::task::yield_now().await;
+        }
+        client
+            .send(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": id, "reason": "too late"}}),
+            )
+            .await;
+    }
+    let done = client
+        .request(
+            "tools/call",
+            json!({"name": "ev__echo", "arguments": {"text": "after"}}),
+        )
+        .await;
+    assert_eq!(done["result"]["content"][0]["text"], "after", "{done}");
+    // Answers still on their way once the last call was answered.
+    for id in [100, 0, 9999] {
+        client
+            .send(
+                json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": id}}),
+            )
+            .await;
+    }
+    let again = client
+        .request(
+            "tools/call",
+            json!({"name": "ev__echo", "arguments": {"text": "again"}}),
+        )
+        .await;
+    assert_eq!(again["result"]["content"][0]["text"], "again", "{again}");
+
+    let mut answered = std::collections::BTreeSet::new();
+    for message in &client.notifications {
+        let Some(id) = message["id"].as_i64() else {
+            panic!("only answers to the cancelled calls are expected: {message}");
+        };
+        assert!((100..150).contains(&id), "{message}");
+        assert!(answered.insert(id), "{id} was answered twice");
+        assert_eq!(
+            message["result"]["content"][0]["text"],
+            format!("call {id}"),
+            "an answer after a cancel is the call's own result: {message}"
+        );
+    }
+    // The race went both ways: early cancels stopped their calls, late
+    // ones came after the answer (45 of 50 here).
+    assert!(
+        !answered.is_empty() && answered.len() < 50,
+        "answered after a cancel: {answered:?}"
+    );
+    // Every call the provider ran is one the client sent, once.
+    let ran = provider.seen.of("tools/call");
+    assert!(
+        ran.len() >= answered.len() + 2 && ran.len() <= 52,
+        "{}",
+        ran.len()
+    );
+}
+
 #[tokio::test]
 async fn before_initialize_is_answered_a_call_goes_through_rmcp() {
     let hub = hub().await;
