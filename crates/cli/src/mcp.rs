@@ -126,6 +126,7 @@ async fn login(args: LoginArgs, outer: &HubArgs) -> anyhow::Result<()> {
             id,
             secret_file: module.client_secret_file.map(PathBuf::from),
         }),
+        scopes: module.scopes,
         wait: args.wait,
     };
     let browser = !args.no_browser

@@ -134,6 +134,10 @@ pub struct OAuthLogin {
         skip_serializing_if = "Option::is_none"
     )]
     pub redirect_port: Option<u16>,
+    /// The scopes to ask for (`oauth_scopes`); none: the server's
+    /// metadata says.
+    #[serde(rename = "oauthScopes", default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 /// Result of `hub/modules`.

@@ -480,6 +480,7 @@ fn modules_result_round_trips_and_leaves_out_what_a_state_lacks() {
     assert_eq!(oauth.url, "https://mcp.example.com/t");
     assert_eq!(oauth.client_id.as_deref(), Some("switchboard-desktop"));
     assert_eq!(oauth.redirect_port, Some(8976));
+    assert_eq!(oauth.scopes, ["wiki:read", "wiki:write"]);
     assert!(result.modules[..3].iter().all(|m| m.oauth.is_none()));
     assert_eq!(result.modules[2].retry_in_ms, Some(500));
     // A module that does not run has no pid or uptime members at all.

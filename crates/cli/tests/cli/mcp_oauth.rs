@@ -350,8 +350,8 @@ async fn a_module_behind_oauth_logs_in_refreshes_and_needs_login_once_revoked() 
 /// An authorization server that registers no client dynamically (as many
 /// do) and knows one client beforehand, a confidential one with a fixed
 /// redirect URI: without `oauth_client_id` the login says what to
-/// configure; with it (and its secret file and port) the login uses that
-/// client, and the module refreshes with its secret. The secret is in no
+/// configure; with it (and its secret file, port and scopes) the login
+/// uses that client, and the module refreshes with its secret. The secret is in no
 /// log, listing, or command line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_registered_beforehand_signs_in_where_registration_is_closed() {
@@ -375,7 +375,7 @@ async fn a_client_registered_beforehand_signs_in_where_registration_is_closed() 
         "[modules.open]\nmcp_url = {url}\noauth = true\n\n\
          [modules.wiki]\nmcp_url = {url}\noauth = true\n\
          oauth_client_id = \"{CLIENT_ID}\"\noauth_client_secret_file = \"wiki-secret\"\n\
-         oauth_redirect_port = {port}\n"
+         oauth_redirect_port = {port}\noauth_scopes = [\"mcp\", \"openid\"]\n"
     ));
     // Beside the config, as its relative name says; written after the
     // start: nothing reads it before a login.
@@ -424,6 +424,13 @@ async fn a_client_registered_beforehand_signs_in_where_registration_is_closed() 
         redirect_uri.as_str(),
         "{log}"
     );
+    // The scopes the module names (the server's metadata names `mcp` only).
+    let asked: Vec<&str> = authorization["scope"]
+        .as_str()
+        .unwrap_or_default()
+        .split(' ')
+        .collect();
+    assert!(asked.contains(&"openid") && asked.contains(&"mcp"), "{log}");
     // The code was exchanged by the client with its secret (basic auth):
     // oidc-provider refuses a confidential client without it.
     let exchanged = &log["token_requests"][0];

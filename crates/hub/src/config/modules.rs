@@ -26,6 +26,7 @@
 //! oauth_client_id = "switchboard-desktop"
 //! oauth_client_secret_file = "~/.config/wiki-client-secret"  # a confidential one
 //! oauth_redirect_port = 8976         # its redirect URI: http://127.0.0.1:8976/callback
+//! oauth_scopes = ["wiki:read"]       # what to ask for, if the metadata does not say
 //! ```
 
 use std::collections::BTreeMap;
@@ -113,6 +114,7 @@ pub struct ModuleSection {
     oauth_client_id: Option<Spanned<String>>,
     oauth_client_secret_file: Option<Spanned<String>>,
     oauth_redirect_port: Option<Spanned<u16>>,
+    oauth_scopes: Option<Spanned<Vec<String>>>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -177,6 +179,10 @@ pub fn resolve(
                     .oauth_redirect_port
                     .as_ref()
                     .map(|k| ("oauth_redirect_port", k.span().start)),
+                section
+                    .oauth_scopes
+                    .as_ref()
+                    .map(|k| ("oauth_scopes", k.span().start)),
             ];
             if let Some((key, at)) = oauth_only.into_iter().flatten().next() {
                 return Err(error(
@@ -259,6 +265,7 @@ pub fn resolve(
                             id: &section.oauth_client_id,
                             secret_file: &section.oauth_client_secret_file,
                             redirect_port: &section.oauth_redirect_port,
+                            scopes: &section.oauth_scopes,
                         },
                         text,
                         &|file| base.join(expand(file)),
@@ -333,11 +340,12 @@ pub fn resolve(
     Ok(specs)
 }
 
-/// A module's `oauth_client_*` keys, as written.
+/// A module's `oauth_*` keys beside `oauth = true`, as written.
 struct OAuthClientKeys<'a> {
     id: &'a Option<Spanned<String>>,
     secret_file: &'a Option<Spanned<String>>,
     redirect_port: &'a Option<Spanned<u16>>,
+    scopes: &'a Option<Spanned<Vec<String>>>,
 }
 
 /// The login of a module with `oauth = true` at `url`: its pre-registered
@@ -380,11 +388,31 @@ fn oauth_login(
         Some(port) => Some(*port.get_ref()),
         None => None,
     };
+    let scopes = match keys.scopes {
+        Some(scopes) => {
+            // RFC 6749's scope-token: printable ASCII but space, `"`, `\`.
+            let is_token = |scope: &String| {
+                !scope.is_empty()
+                    && scope.bytes().all(|b| {
+                        b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b)
+                    })
+            };
+            if let Some(bad) = scopes.get_ref().iter().find(|scope| !is_token(scope)) {
+                return Err((
+                    line_of(text, scopes.span().start),
+                    format!("oauth_scopes: {bad:?} is not one OAuth scope (printable ASCII without spaces, quotes or backslashes)"),
+                ));
+            }
+            scopes.get_ref().clone()
+        }
+        None => Vec::new(),
+    };
     Ok(OAuthLogin {
         url,
         client_id,
         client_secret_file,
         redirect_port,
+        scopes,
     })
 }
 
@@ -550,6 +578,7 @@ bearer_token_file = "tokens/docs"
                 client_id: None,
                 client_secret_file: None,
                 redirect_port: None,
+                scopes: Vec::new(),
             })
         );
 
@@ -571,7 +600,7 @@ bearer_token_file = "tokens/docs"
     #[test]
     fn a_pre_registered_oauth_client_reaches_the_module_and_the_login() {
         let specs = parse(
-            "[modules.wiki]\nmcp_url = \"https://mcp.example.com/w\"\noauth = true\noauth_client_id = \" switchboard-desktop \"\noauth_client_secret_file = \"~/wiki-secret\"\noauth_redirect_port = 8976\n",
+            "[modules.wiki]\nmcp_url = \"https://mcp.example.com/w\"\noauth = true\noauth_client_id = \" switchboard-desktop \"\noauth_client_secret_file = \"~/wiki-secret\"\noauth_redirect_port = 8976\noauth_scopes = [\"wiki:read\", \"offline_access\"]\n",
         )
         .unwrap();
         let wiki = &specs[0];
@@ -587,6 +616,7 @@ bearer_token_file = "tokens/docs"
                 client_id: Some("switchboard-desktop".into()),
                 client_secret_file: Some("/home/u/wiki-secret".into()),
                 redirect_port: Some(8976),
+                scopes: vec!["wiki:read".into(), "offline_access".into()],
             })
         );
         // A relative file is the config's neighbour.
@@ -626,6 +656,16 @@ bearer_token_file = "tokens/docs"
                 "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\noauth_client_id = \"c\"\noauth_redirect_port = 0\n",
                 5,
                 "oauth_redirect_port is 0",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth = true\noauth_scopes = [\"read write\"]\n",
+                4,
+                "\"read write\" is not one OAuth scope",
+            ),
+            (
+                "[modules.x]\nmcp_url = \"https://h/\"\noauth_scopes = [\"read\"]\n",
+                3,
+                "oauth_scopes goes with oauth = true",
             ),
         ] {
             let error = parse(config).unwrap_err();

@@ -47,6 +47,9 @@ pub struct LoginOptions {
     /// The client registered beforehand, if any; none: dynamic
     /// registration.
     pub client: Option<PreRegisteredClient>,
+    /// The scopes to ask for; none: as the server's metadata (or its
+    /// challenge) says.
+    pub scopes: Vec<String>,
     /// How long to wait for the browser to come back.
     pub wait: Duration,
 }
@@ -93,6 +96,9 @@ pub async fn login(options: LoginOptions, show: impl FnOnce(&str)) -> Result<(),
     }
     manager.set_metadata(resolution.metadata);
     let mut request = AuthorizationRequest::new(redirect_uri.clone()).with_client_name(CLIENT_NAME);
+    if !options.scopes.is_empty() {
+        request = request.with_scopes(options.scopes.iter().cloned());
+    }
     if let Some(client) = &options.client {
         request = request.with_preregistered_client(client.id.clone());
         if let Some(secret) = client.secret()? {
