@@ -68,7 +68,7 @@ enum Event {
 /// What happens once a stopping run has ended.
 enum AfterStop {
     /// Start it again (with this spec, if the config changed it).
-    Start(Option<ModuleSpec>),
+    Start(Option<Box<ModuleSpec>>),
     /// It was removed from the config: forget it.
     Forget,
     /// The hub is stopping.
@@ -329,7 +329,7 @@ impl Supervisor {
             Phase::Stopping(AfterStop::Start(spec)) => {
                 if let Some(spec) = spec {
                     module.log = ModuleLog::new(module.log.path().to_owned(), spec.log_max_bytes);
-                    module.spec = spec;
+                    module.spec = *spec;
                 }
                 module.fast_failures = 0;
                 self.start(name);
@@ -415,7 +415,7 @@ impl Supervisor {
                     if let Some(spec) = spec {
                         module.log =
                             ModuleLog::new(module.log.path().to_owned(), spec.log_max_bytes);
-                        module.spec = spec;
+                        module.spec = *spec;
                     }
                     module.fast_failures = 0;
                     self.start(name);
@@ -463,7 +463,7 @@ impl Supervisor {
                 None => self.stop(&name, AfterStop::Forget),
                 Some(spec) if self.modules[&name].spec != spec => {
                     tracing::info!(module = %name, "a module's config changed; restarting it");
-                    self.stop(&name, AfterStop::Start(Some(spec)));
+                    self.stop(&name, AfterStop::Start(Some(Box::new(spec))));
                 }
                 Some(_) => {}
             }
