@@ -273,7 +273,8 @@ pub fn resolve(
                     )
                     .map_err(|(line, problem)| error(line, problem))?;
                     if let Some(id) = &login.client_id {
-                        args.extend(["--oauth-client-id".into(), id.into()]);
+                        // One argument: an id may start with `-`.
+                        args.push(format!("--oauth-client-id={id}").into());
                     }
                     if let Some(file) = &login.client_secret_file {
                         args.extend(["--oauth-client-secret-file".into(), file.into()]);
@@ -607,7 +608,7 @@ bearer_token_file = "tokens/docs"
         // The id is no secret; the secret stays in its file.
         assert_eq!(
             wiki.command_line(),
-            "switchboard provide-mcp --namespace wiki --mcp-url https://mcp.example.com/w --oauth --oauth-client-id switchboard-desktop --oauth-client-secret-file /home/u/wiki-secret"
+            "switchboard provide-mcp --namespace wiki --mcp-url https://mcp.example.com/w --oauth --oauth-client-id=switchboard-desktop --oauth-client-secret-file /home/u/wiki-secret"
         );
         assert_eq!(
             wiki.oauth,

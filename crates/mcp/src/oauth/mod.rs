@@ -36,7 +36,7 @@ pub fn credentials_path(hub_dir: &Path, name: &str) -> PathBuf {
 /// (`oauth_client_id`), for servers that do not register clients
 /// dynamically or whose owners want one known client. A confidential
 /// client's secret stays in its file (`oauth_client_secret_file`), read
-/// when a login or a refresh needs it; `Debug` shows the path only.
+/// by a login and when the module starts; `Debug` shows the path only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PreRegisteredClient {
     pub id: String,
