@@ -153,46 +153,29 @@ pub fn resolve(
         let expand = |arg: &str| expand_home(arg, home);
         let mut env: Vec<(String, String)> = section.env.into_iter().collect();
         let remote_only = [
-            section
-                .headers
-                .as_ref()
-                .map(|h| ("headers", h.span().start)),
-            section
-                .bearer_token_file
-                .as_ref()
-                .map(|f| ("bearer_token_file", f.span().start)),
-            section.oauth.as_ref().map(|o| ("oauth", o.span().start)),
+            ("headers", written(&section.headers)),
+            ("bearer_token_file", written(&section.bearer_token_file)),
+            ("oauth", written(&section.oauth)),
         ];
         let oauth = section.oauth.as_ref().is_some_and(|o| *o.get_ref());
         let mut oauth_spec = None;
-        if !oauth {
-            let oauth_only = [
-                section
-                    .oauth_client_id
-                    .as_ref()
-                    .map(|k| ("oauth_client_id", k.span().start)),
-                section
-                    .oauth_client_secret_file
-                    .as_ref()
-                    .map(|k| ("oauth_client_secret_file", k.span().start)),
-                section
-                    .oauth_redirect_port
-                    .as_ref()
-                    .map(|k| ("oauth_redirect_port", k.span().start)),
-                section
-                    .oauth_scopes
-                    .as_ref()
-                    .map(|k| ("oauth_scopes", k.span().start)),
-            ];
-            if let Some((key, at)) = oauth_only.into_iter().flatten().next() {
-                return Err(error(
-                    line_of(text, at),
-                    format!("{key} goes with oauth = true (and mcp_url)"),
-                ));
-            }
+        let oauth_only = [
+            ("oauth_client_id", written(&section.oauth_client_id)),
+            (
+                "oauth_client_secret_file",
+                written(&section.oauth_client_secret_file),
+            ),
+            ("oauth_redirect_port", written(&section.oauth_redirect_port)),
+            ("oauth_scopes", written(&section.oauth_scopes)),
+        ];
+        if let (false, Some((key, at))) = (oauth, first_written(&oauth_only)) {
+            return Err(error(
+                line_of(text, at),
+                format!("{key} goes with oauth = true (and mcp_url)"),
+            ));
         }
         if section.mcp_url.is_none() {
-            if let Some((key, at)) = remote_only.into_iter().flatten().next() {
+            if let Some((key, at)) = first_written(&remote_only) {
                 return Err(error(
                     line_of(text, at),
                     format!("{key} goes with mcp_url (a remote MCP server)"),
@@ -339,6 +322,16 @@ pub fn resolve(
         });
     }
     Ok(specs)
+}
+
+/// Where in the file `key` was written, if it was.
+fn written<T>(key: &Option<Spanned<T>>) -> Option<usize> {
+    key.as_ref().map(|k| k.span().start)
+}
+
+/// The first of `keys` that was written, with where.
+fn first_written(keys: &[(&'static str, Option<usize>)]) -> Option<(&'static str, usize)> {
+    keys.iter().find_map(|&(key, at)| at.map(|at| (key, at)))
 }
 
 /// A module's `oauth_*` keys beside `oauth = true`, as written.
