@@ -105,7 +105,11 @@ impl Shared {
         if self.surface.is_some() {
             let lists = self.lists.lock().clone();
             metadata.insert("version".into(), json!(TOOL_PROVIDER_VERSION_2));
-            metadata.insert("capabilities".into(), lists.capabilities);
+            let has_tools = !self.tools.read().is_empty();
+            metadata.insert(
+                "capabilities".into(),
+                declared_capabilities(lists.capabilities, has_tools),
+            );
             metadata.insert("resourcesRevision".into(), json!(lists.resources_revision));
             metadata.insert("promptsRevision".into(), json!(lists.prompts_revision));
         } else {
@@ -113,6 +117,21 @@ impl Shared {
         }
         Value::Object(metadata)
     }
+}
+
+/// The capabilities a version-2 provider's metadata declares: those it was
+/// given, and `tools` when it has tools and they do not say so. It answers
+/// `tools/list` whatever it declared, but a consumer lists a version-2
+/// provider's tools only when `tools` is declared (or nothing is), so a
+/// provider that declared `{"resources": {}}` beside its tools would have
+/// them silently hidden.
+fn declared_capabilities(mut capabilities: Value, has_tools: bool) -> Value {
+    if let (true, Some(declared)) = (has_tools, capabilities.as_object_mut()) {
+        if declared.get("tools").is_none_or(Value::is_null) {
+            declared.insert("tools".into(), json!({}));
+        }
+    }
+    capabilities
 }
 
 /// Builds and registers a [`Provider`].

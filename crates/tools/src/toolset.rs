@@ -168,6 +168,10 @@ impl ToolSet {
         })
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
     pub(crate) fn get(&self, name: &str) -> Option<&Arc<RegisteredTool>> {
         self.by_name.get(name)
     }

@@ -13,6 +13,7 @@ use switchboard_client::{
     handler_fn, reply, BoxFuture, Client, ConnectOptions, Endpoint, Error, Reply, RequestOptions,
     Selector,
 };
+use switchboard_tools::consumer::{ConsumerOptions, HubTools};
 use switchboard_tools::{
     tool_fn, ListRevision, Provider, SurfaceHandler, SurfaceNotification, SurfaceRequest,
     ToolResult, ToolSpec,
@@ -203,9 +204,21 @@ async fn a_version_2_provider_publishes_its_capabilities_and_revisions() {
     let watcher = v2.hub.client("watcher").await;
     let metadata = metadata_when(&watcher, |_| true).await;
     assert_eq!(metadata["version"], 2);
+    // It declared resources and tasks beside its tools: `tools` is added,
+    // or a consumer would list none of them (what a consumer lists of a
+    // version-2 provider is what its capabilities declare).
     assert_eq!(
         metadata["capabilities"],
-        json!({"resources": {"subscribe": true}, "tasks": {"list": {}}})
+        json!({"tools": {}, "resources": {"subscribe": true}, "tasks": {"list": {}}})
+    );
+    let consumer = HubTools::start(ConsumerOptions {
+        endpoint: Endpoint::Dir(Some(v2.hub.dir().to_path_buf())),
+        client_name: "consumer".into(),
+    });
+    assert!(consumer.wait_ready(WAIT).await);
+    assert!(
+        consumer.tools().get("everything__talk").is_some(),
+        "the consumer lists the provider's tools"
     );
     assert_eq!(
         (
@@ -233,7 +246,10 @@ async fn a_version_2_provider_publishes_its_capabilities_and_revisions() {
         .set_capabilities(json!({"prompts": {}}))
         .await
         .unwrap());
-    metadata_when(&watcher, |m| m["capabilities"] == json!({"prompts": {}})).await;
+    metadata_when(&watcher, |m| {
+        m["capabilities"] == json!({"prompts": {}, "tools": {}})
+    })
+    .await;
     assert_eq!(v2.provider.revision(ListRevision::Prompts), 1);
 }
 
