@@ -1,0 +1,183 @@
+//! Arbitrary bytes as what a hosted MCP server writes on its stdout, read
+//! by `switchboard-mcp-client` (how `provide-mcp` and the ACP front's
+//! session servers reach their servers: rmcp behind the wire tap, calls
+//! written around rmcp, progress routes, the server's own requests).
+//!
+//! The server is `sh` replaying the input in step with the client: each
+//! line the client writes is answered with the input's next line, and when
+//! the client closes its stdin the rest follows. So the first line answers
+//! `initialize` (id 0), the second follows `notifications/initialized`,
+//! the third answers `tools/list` (id 1), the fourth follows the call the
+//! target makes (`sb-1`, its progress token the same), and so on. The
+//! target starts the server, calls its first tool (tag 7, a progress sink,
+//! 100 ms), lists its resources, and stops it. The bounds are short: what
+//! is fuzzed is what the client makes of the lines, and every input that
+//! leaves the step waits them out.
+//!
+//! Checks: nothing panics; the start, the call, the list and the stop each
+//! end within their bounds; a failed start says why; a request or
+//! notification of the server is attributed to the one call in flight
+//! (tag 7) or to none, never to a tag no call has.
+#![no_main]
+
+use std::path::PathBuf;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use libfuzzer_sys::fuzz_target;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use switchboard_mcp_client::{
+    start, CallTag, Handler, HandlerFuture, ProgressSink, ProgressUpdate, ServerNotification,
+    ServerRequest, StartOptions, Started, ToolCall, Upstream,
+};
+use switchboard_protocol::ErrorObject;
+
+/// The tag of the one call the target makes.
+const TAG: CallTag = 7;
+/// Replays the file `$1`: one line per line read, the rest at the end.
+const REPLAY: &str = r#"exec 3<"$1"
+while IFS= read -r _; do
+  IFS= read -r line <&3 || break
+  printf '%s\n' "$line"
+done
+cat <&3"#;
+
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    // A Rust program's `main` ignores SIGPIPE, so a write to a server that
+    // exited is EPIPE (what `provide-mcp` gets); libFuzzer's `main` does
+    // not, and the first such write would kill the fuzzer.
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any thread
+    // of this runtime exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+});
+
+static SCRIPT: LazyLock<(tempfile::TempDir, PathBuf)> = LazyLock::new(|| {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("server-output");
+    (dir, path)
+});
+
+/// What the server asked and told, with the call each was attributed to.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<(String, Option<CallTag>)>>,
+}
+
+impl Recorder {
+    fn saw(&self, method: &str, call: Option<CallTag>) {
+        self.seen.lock().push((method.to_owned(), call));
+    }
+}
+
+struct Client(Arc<Recorder>);
+
+impl Handler for Client {
+    fn capabilities(&self) -> Value {
+        json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}})
+    }
+
+    fn create_message(
+        &self,
+        request: ServerRequest,
+    ) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
+        self.0.saw(&request.method, request.call);
+        Box::pin(async {
+            Ok(json!({"role": "assistant", "model": "m",
+                      "content": {"type": "text", "text": "sampled"}}))
+        })
+    }
+
+    fn elicit(&self, request: ServerRequest) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
+        self.0.saw(&request.method, request.call);
+        Box::pin(async { Ok(json!({"action": "decline"})) })
+    }
+
+    fn list_roots(&self, request: ServerRequest) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
+        self.0.saw(&request.method, request.call);
+        Box::pin(async { Ok(json!({"roots": [{"uri": "file:///fuzz"}]})) })
+    }
+
+    fn on_logging_message(&self, notification: ServerNotification) {
+        self.0.saw(&notification.method, notification.call);
+    }
+
+    fn on_resource_updated(&self, notification: ServerNotification) {
+        self.0.saw(&notification.method, notification.call);
+    }
+}
+
+/// The call's progress sink: reports routed to it are taken and dropped
+/// (the route, not the sink, is what is fuzzed).
+struct Sink;
+
+impl ProgressSink for Sink {
+    fn report(&self, _update: ProgressUpdate) -> HandlerFuture<'_, ()> {
+        Box::pin(async {})
+    }
+}
+
+async fn session(path: PathBuf, recorder: Arc<Recorder>) {
+    let mut command = tokio::process::Command::new("sh");
+    command.arg("-c").arg(REPLAY).arg("sh").arg(path);
+    let options = StartOptions {
+        client_name: "fuzz".into(),
+        initialize_timeout: Duration::from_millis(500),
+        list_timeout: Duration::from_millis(200),
+    };
+    let upstream = Upstream::stdio("the fuzzed server", command);
+    let started = tokio::time::timeout(
+        Duration::from_secs(10),
+        start(upstream, &options, Arc::new(Client(recorder.clone()))),
+    )
+    .await
+    .expect("a start ends within 10 s");
+    let Started { connection, tools } = match started {
+        Ok(started) => started,
+        Err(error) => {
+            assert!(!error.to_string().is_empty(), "a failed start says why");
+            return;
+        }
+    };
+    let name = tools
+        .first()
+        .and_then(|tool| tool["name"].as_str())
+        .unwrap_or("t")
+        .to_owned();
+    let mut call = ToolCall::new(name, json!({"x": 1}));
+    call.timeout = Some(Duration::from_millis(100));
+    call.tag = Some(TAG);
+    call.progress = Some(Arc::new(Sink));
+    let _ = tokio::time::timeout(Duration::from_secs(5), connection.call_tool(call))
+        .await
+        .expect("a call ends within 5 s of its 100 ms timeout");
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        connection.list_all("resources/list", "resources", Duration::from_millis(100)),
+    )
+    .await
+    .expect("a list ends within 5 s of its 100 ms bound");
+    tokio::time::timeout(Duration::from_secs(20), connection.stop())
+        .await
+        .expect("a stop ends within its bound");
+}
+
+fuzz_target!(|data: &[u8]| {
+    let path = SCRIPT.1.clone();
+    std::fs::write(&path, data).expect("the server's output is written");
+    let recorder = Arc::new(Recorder::default());
+    RUNTIME.block_on(session(path, recorder.clone()));
+    for (method, call) in recorder.seen.lock().iter() {
+        assert!(
+            call.is_none() || *call == Some(TAG),
+            "{method} attributed to {call:?}, a call that was never made"
+        );
+    }
+});
