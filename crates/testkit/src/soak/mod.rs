@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod directory;
 pub mod fabric;
+pub mod gateway;
 pub mod session;
 pub mod stats;
 
