@@ -23,7 +23,7 @@
 //! server (built beside this program) as a module, runs `--clients` MCP
 //! clients, each on its own `switchboard mcp`, for `--duration` seconds,
 //! and every `--fault-every` seconds kills the server or its
-//! `provide-mcp` in turn (`soak/gateway.rs`).
+//! `provide-mcp` in turn (`soak/gateway/`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -187,7 +187,7 @@ async fn run(args: Args) -> anyhow::Result<bool> {
 }
 
 /// `--mode gateway`: a hub of its own hosting the MCP test server, MCP
-/// clients through `switchboard mcp`, faults (`soak/gateway.rs`).
+/// clients through `switchboard mcp`, faults (`soak/gateway/`).
 async fn gateway(args: Args, duration: Duration) -> anyhow::Result<bool> {
     let temp = tempfile::tempdir().context("a temporary directory")?;
     let options = soak::gateway::Options {
