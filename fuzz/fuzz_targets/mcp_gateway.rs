@@ -16,25 +16,18 @@
 
 use std::collections::HashSet;
 use std::hash::{BuildHasher, RandomState};
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
-use switchboard_client::{reply, Client, ConnectOptions, Endpoint, Reply, RequestOptions};
-use switchboard_hub::{Hub, HubOptions};
+use switchboard_fuzz::mcp::{self, FuzzHub};
+use switchboard_hub::AddOns;
 use switchboard_mcp::{Gateway, GatewayOptions};
-use switchboard_protocol::{ErrorCode, ErrorObject};
-use switchboard_tools::{
-    tool_fn, BoxFuture, Provider, SurfaceHandler, SurfaceRequest, ToolCall, ToolError, ToolResult,
-    ToolSpec,
-};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// The provider's namespace: its tools are `fz__echo` and so on.
-const NAMESPACE: &str = "fz";
 /// How long the fuzzed session's output may stay quiet before its input is
 /// closed: the hub, the provider and the gateway are all in process, and
 /// a call's round trip takes well under a millisecond.
@@ -48,8 +41,7 @@ struct Fixture {
     runtime: tokio::runtime::Runtime,
     gateway: Arc<Gateway>,
     // Kept alive for the whole run.
-    _hub: Hub,
-    _provider: Provider,
+    _hub: FuzzHub,
     _dir: tempfile::TempDir,
 }
 
@@ -68,155 +60,31 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
         .build()
         .expect("a runtime");
     let dir = tempfile::tempdir().expect("a temp dir");
-    let (hub, provider, gateway) = runtime.block_on(start(dir.path().to_owned()));
+    let (hub, gateway) = runtime.block_on(start(dir.path()));
     Fixture {
         runtime,
         gateway,
         _hub: hub,
-        _provider: provider,
         _dir: dir,
     }
 });
 
-async fn start(root: PathBuf) -> (Hub, Provider, Arc<Gateway>) {
-    let config = root.join("switchboard.toml");
-    // Short request bounds: a callback the fuzzed client never answers
-    // ends its call soon.
-    std::fs::write(
-        &config,
-        "[limits]\nmaxRequestTimeoutMs = 2000\ndefaultRequestTimeoutMs = 2000\n",
-    )
-    .expect("the config");
-    let dir = root.join("hub");
-    let hub = Hub::start(HubOptions {
-        dir: dir.clone(),
-        ws: None,
-        config: Some(config),
-        federated: None,
-        remote: None,
-    })
-    .await
-    .expect("the hub starts");
-    let endpoint = Endpoint::Dir(Some(dir));
-    let client = Client::connect_with(ConnectOptions {
-        endpoint: endpoint.clone(),
-        client_name: "fuzz provider".into(),
-    })
-    .await
-    .expect("the provider connects");
-    let provider = provider(&client, root.join("ledger.sqlite")).await;
+async fn start(root: &Path) -> (FuzzHub, Arc<Gateway>) {
+    let fuzz_hub = mcp::start(root, "", false, AddOns::default()).await;
     let gateway = Gateway::start(GatewayOptions {
-        endpoint,
+        endpoint: fuzz_hub.endpoint.clone(),
         profile: None,
     })
     .await;
     for _ in 0..500 {
         if gateway.tools().tools().get("fz__sample").is_some() {
-            return (hub, provider, gateway);
+            return (fuzz_hub, gateway);
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let table = gateway.tools().tools();
     let listed: Vec<String> = table.tools().map(|tool| tool.name.clone()).collect();
     panic!("the gateway never listed the provider's tools (it lists {listed:?})");
-}
-
-async fn provider(client: &Client, ledger: PathBuf) -> Provider {
-    let text = json!({"type": "object", "properties": {"text": {"type": "string"}}});
-    let echo = tool_fn(|call: ToolCall| async move {
-        Ok(ToolResult::text(
-            call.arguments["text"].as_str().unwrap_or_default(),
-        ))
-    });
-    let progress = tool_fn(|call: ToolCall| async move {
-        for step in 1..=3 {
-            call.progress
-                .report(f64::from(step), Some(3.0), Some(format!("step {step}")))
-                .await;
-        }
-        Ok(ToolResult::text("done"))
-    });
-    let asker = client.clone();
-    let sample = tool_fn(move |call: ToolCall| {
-        let hub = asker.clone();
-        async move { sample(&hub, call).await }
-    });
-    let slow = tool_fn(|call: ToolCall| async move {
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(50)) => Ok(ToolResult::text("slept")),
-            () = call.cancelled.cancelled() => Err(ToolError::OutcomeUnknown("cancelled".into())),
-        }
-    });
-    Provider::builder(NAMESPACE)
-        .ledger_path(ledger)
-        .tool(ToolSpec::new("echo", text.clone()), echo)
-        .tool(ToolSpec::new("progress", json!({"type": "object"})), progress)
-        .tool(ToolSpec::new("sample", text), sample)
-        .tool(ToolSpec::new("slow", json!({"type": "object"})), slow)
-        .surface(Arc::new(Surface))
-        .capabilities(json!({"tools": {}, "resources": {"subscribe": true}, "prompts": {}, "completions": {}, "logging": {}}))
-        .register(client)
-        .await
-        .expect("the provider registers")
-}
-
-/// `fz__sample`: asks the caller's client to sample `text`, as a hosted
-/// server's `sampling/createMessage` reaches it, and answers what it said.
-async fn sample(hub: &Client, call: ToolCall) -> Result<ToolResult, ToolError> {
-    let Some(client) = &call.client else {
-        return Ok(ToolResult::error_text("the caller takes no requests"));
-    };
-    let text = call.arguments["text"].as_str().unwrap_or_default();
-    let params = json!({
-        "messages": [{"role": "user", "content": {"type": "text", "text": text}}],
-        "maxTokens": 16,
-        "_meta": {"switchboard/call": call.tool_call_id},
-    });
-    let raw = serde_json::value::to_raw_value(&params).expect("params encode");
-    let options = RequestOptions {
-        timeout: Some(Duration::from_secs(2)),
-    };
-    let answer = tokio::select! {
-        answer = hub.request_raw(&client.service, "sampling/createMessage", Some(&raw), options) => answer,
-        () = call.cancelled.cancelled() => return Err(ToolError::OutcomeUnknown("cancelled".into())),
-    };
-    Ok(match answer {
-        Ok(raw) => ToolResult::text(raw.get()),
-        Err(error) => ToolResult::error_text(error.to_string()),
-    })
-}
-
-/// Resources, prompts and completion, each a fixed answer.
-struct Surface;
-
-impl SurfaceHandler for Surface {
-    fn request(&self, request: SurfaceRequest) -> BoxFuture<Reply> {
-        Box::pin(async move {
-            let answer = match request.method.as_str() {
-                "resources/list" => json!({"resources": [
-                    {"uri": "fz://a", "name": "a", "mimeType": "text/plain"}]}),
-                "resources/templates/list" => json!({"resourceTemplates": [
-                    {"uriTemplate": "fz://t/{x}", "name": "t"}]}),
-                "resources/read" => {
-                    let uri = request.params["uri"].as_str().unwrap_or_default();
-                    json!({"contents": [{"uri": uri, "text": "contents"}]})
-                }
-                "resources/subscribe" | "resources/unsubscribe" | "logging/setLevel" => json!({}),
-                "prompts/list" => json!({"prompts": [
-                    {"name": "p", "arguments": [{"name": "topic"}]}]}),
-                "prompts/get" => json!({"messages": [
-                    {"role": "user", "content": {"type": "text", "text": "a prompt"}}]}),
-                "completion/complete" => json!({"completion": {"values": ["x"]}}),
-                other => {
-                    return Err(ErrorObject::new(
-                        ErrorCode::MethodNotFound,
-                        format!("{other} is not served"),
-                    ))
-                }
-            };
-            reply(&answer)
-        })
-    }
 }
 
 /// An id as a set key: numbers by value (`1` and `1.0` are one id to a
