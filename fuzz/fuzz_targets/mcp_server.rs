@@ -15,7 +15,7 @@
 //! leaves the step waits them out.
 //!
 //! Checks: nothing panics; the start, the call, the list and the stop each
-//! end within their bounds; a failed start says why; a request or
+//! end within their bounds; a failed start names the server; a request or
 //! notification of the server is attributed to the one call in flight
 //! (tag 7) or to none, never to a tag no call has.
 #![no_main]
@@ -33,6 +33,8 @@ use switchboard_mcp_client::{
 };
 use switchboard_protocol::ErrorObject;
 
+/// How the client names the server in what it says.
+const LABEL: &str = "the fuzzed server";
 /// The tag of the one call the target makes.
 const TAG: CallTag = 7;
 /// Replays the file `$1`: one line per line read, the rest at the end.
@@ -132,7 +134,7 @@ async fn session(path: PathBuf, recorder: Arc<Recorder>) {
         initialize_timeout: Duration::from_millis(500),
         list_timeout: Duration::from_millis(200),
     };
-    let upstream = Upstream::stdio("the fuzzed server", command);
+    let upstream = Upstream::stdio(LABEL, command);
     let started = tokio::time::timeout(
         Duration::from_secs(10),
         start(upstream, &options, Arc::new(Client(recorder.clone()))),
@@ -142,7 +144,11 @@ async fn session(path: PathBuf, recorder: Arc<Recorder>) {
     let Started { connection, tools } = match started {
         Ok(started) => started,
         Err(error) => {
-            assert!(!error.to_string().is_empty(), "a failed start says why");
+            // Every start error names the server by its label.
+            assert!(
+                error.to_string().contains(LABEL),
+                "a failed start does not say which server: {error}"
+            );
             return;
         }
     };
