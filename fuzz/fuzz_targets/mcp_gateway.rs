@@ -101,6 +101,10 @@ fn id_key(id: &Value) -> String {
 fn request_ids(input: &[u8]) -> HashSet<String> {
     let mut ids = HashSet::new();
     for line in input.split(|b| *b == b'\n') {
+        // A line may begin with a UTF-8 byte order mark, which the
+        // gateway's reader (rmcp's) ignores, as RFC 8259 section 8.1 lets a
+        // parser do; serde_json does not.
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
         let Ok(value) = serde_json::from_slice::<Value>(line) else {
             continue;
         };
