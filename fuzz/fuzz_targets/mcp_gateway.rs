@@ -54,11 +54,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
             .with_writer(std::io::stderr)
             .init();
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = mcp::runtime();
     let dir = tempfile::tempdir().expect("a temp dir");
     let (hub, gateway) = runtime.block_on(start(dir.path()));
     Fixture {

@@ -47,11 +47,7 @@ struct Fixture {
 }
 
 static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime");
+    let runtime = mcp::runtime();
     let dir = tempfile::tempdir().expect("a temp dir");
     let hub = runtime.block_on(start(dir.path()));
     let info = hub.hub.info();

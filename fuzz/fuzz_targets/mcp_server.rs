@@ -27,6 +27,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use switchboard_fuzz::mcp;
 use switchboard_mcp_client::{
     start, CallTag, Handler, HandlerFuture, ProgressSink, ProgressUpdate, ServerNotification,
     ServerRequest, StartOptions, Started, ToolCall, Upstream,
@@ -54,11 +55,7 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a runtime")
+    mcp::runtime()
 });
 
 static SCRIPT: LazyLock<(tempfile::TempDir, PathBuf)> = LazyLock::new(|| {

@@ -18,6 +18,16 @@ use switchboard_tools::{
 /// The provider's namespace: its tools are `fz__echo` and so on.
 pub const NAMESPACE: &str = "fz";
 
+/// The runtime an MCP target runs its hub, clients and servers on: two
+/// workers, as a small machine gives the hub.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// A hub, and the provider registered on it.
 pub struct FuzzHub {
     pub hub: Hub,
