@@ -26,9 +26,11 @@ use switchboard_protocol::hub::{
 use switchboard_protocol::jsonrpc::{self, ErrorObject, Message, Outcome};
 use switchboard_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::catalog::CatalogFeed;
+use crate::deadlines::Deadlines;
 use crate::error::{Error, RpcError};
 use crate::service::{Handler, Notification, Request};
 use crate::transport::{self, Endpoint, Reader, Writer};
@@ -146,7 +148,15 @@ impl LocalService {
 
 /// What waits for the answer to one of our requests.
 enum Waiter {
-    Call(oneshot::Sender<Result<Box<RawValue>, RpcError>>),
+    /// A call: its answer, or [`Error::LocalTimeout`] from the deadline
+    /// watcher (`watch_deadlines`).
+    Call {
+        sender: oneshot::Sender<Result<Box<RawValue>, Error>>,
+        deadline: Instant,
+        wait: Duration,
+        /// Tell the hub with `$/cancelRequest` when it times out here.
+        cancel_on_timeout: bool,
+    },
     /// The reader binds the new id to the service before reading on.
     Register(Arc<LocalService>, oneshot::Sender<Result<String, RpcError>>),
     /// The reader installs the snapshot before reading on.
@@ -207,6 +217,8 @@ impl Outbox {
 pub(crate) struct Connection {
     outbox: Outbox,
     pending: Mutex<HashMap<i64, Waiter>>,
+    /// When each `Waiter::Call` gives up.
+    deadlines: Deadlines,
     next_id: AtomicI64,
     /// Our services on this connection, by the id the hub gave them.
     served: RwLock<HashMap<String, Arc<LocalService>>>,
@@ -231,6 +243,7 @@ impl Connection {
         let conn = Arc::new(Connection {
             outbox: Outbox::default(),
             pending: Mutex::new(HashMap::new()),
+            deadlines: Deadlines::default(),
             next_id: AtomicI64::new(1),
             served: RwLock::new(HashMap::new()),
             incoming: Mutex::new(HashMap::new()),
@@ -241,6 +254,7 @@ impl Connection {
         });
         tokio::spawn(run_reader(conn.clone(), reader));
         tokio::spawn(run_writer(conn.clone(), writer));
+        tokio::spawn(watch_deadlines(conn.clone()));
         let params = InitializeParams {
             protocol_versions: Some(vec![Cow::Borrowed(PROTOCOL_VERSION)]),
             auth_token: token.as_deref().map(Cow::Borrowed),
@@ -352,25 +366,43 @@ impl Connection {
     ) -> Result<Box<RawValue>, Error> {
         let id = self.next_id();
         let (sender, receiver) = oneshot::channel();
-        self.pending.lock().insert(id, Waiter::Call(sender));
+        let deadline = Instant::now() + wait;
+        let waiter = Waiter::Call {
+            sender,
+            deadline,
+            wait,
+            cancel_on_timeout: cancel_on_drop,
+        };
+        self.pending.lock().insert(id, waiter);
+        self.deadlines.add(id, deadline);
         let guard = CallGuard {
             conn: self,
             id,
             cancel_on_drop,
         };
         self.send_request(id, method, params).await?;
-        let answer = tokio::time::timeout(wait, receiver).await;
+        let answer = receiver.await;
         std::mem::forget(guard);
-        match answer {
-            Ok(Ok(result)) => result.map_err(Error::Rpc),
-            Ok(Err(_)) => Err(Error::Closed),
-            Err(_) => {
-                self.pending.lock().remove(&id);
-                if cancel_on_drop {
-                    self.send_cancel(id);
-                }
-                Err(Error::LocalTimeout(wait))
+        // A dropped sender: the connection closed.
+        answer.unwrap_or(Err(Error::Closed))
+    }
+
+    /// Call `id` waited its whole `wait` (the deadline watcher only).
+    fn time_out(&self, id: i64) {
+        let Some(waiter) = self.pending.lock().remove(&id) else {
+            return; // answered meanwhile
+        };
+        if let Waiter::Call {
+            sender,
+            wait,
+            cancel_on_timeout,
+            ..
+        } = waiter
+        {
+            if cancel_on_timeout {
+                self.send_cancel(id);
             }
+            let _ = sender.send(Err(Error::LocalTimeout(wait)));
         }
     }
 
@@ -486,6 +518,9 @@ impl Connection {
         let Some(waiter) = self.pending.lock().remove(&id) else {
             return;
         };
+        if let Waiter::Call { deadline, .. } = &waiter {
+            self.deadlines.remove(id, *deadline);
+        }
         let result: Result<Box<RawValue>, RpcError> = match outcome {
             Outcome::Result(raw) => Ok(raw.to_owned()),
             Outcome::Error(raw) => Err(serde_json::from_str::<ErrorObject>(raw.get())
@@ -497,8 +532,8 @@ impl Connection {
                 })),
         };
         match waiter {
-            Waiter::Call(sender) => {
-                let _ = sender.send(result);
+            Waiter::Call { sender, .. } => {
+                let _ = sender.send(result.map_err(Error::Rpc));
             }
             Waiter::Register(local, sender) => {
                 let bound = result.and_then(|raw| {
@@ -630,6 +665,7 @@ impl Connection {
         self.closed.cancel();
         let waiters: Vec<Waiter> = self.pending.lock().drain().map(|(_, w)| w).collect();
         drop(waiters); // dropped senders answer `Error::Closed`
+        self.deadlines.clear();
         for (_, token) in self.incoming.lock().drain() {
             token.cancel();
         }
@@ -679,8 +715,39 @@ struct CallGuard<'a> {
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
-        if self.conn.pending.lock().remove(&self.id).is_some() && self.cancel_on_drop {
+        let Some(waiter) = self.conn.pending.lock().remove(&self.id) else {
+            return;
+        };
+        if let Waiter::Call { deadline, .. } = waiter {
+            self.conn.deadlines.remove(self.id, deadline);
+        }
+        if self.cancel_on_drop {
             self.conn.send_cancel(self.id);
+        }
+    }
+}
+
+/// Fails each call whose deadline passed (`deadlines.rs`): one timer for
+/// the connection, moved earlier only when an earlier deadline arrives.
+/// Ends with the connection.
+async fn watch_deadlines(conn: Arc<Connection>) {
+    let timer = tokio::time::sleep_until(Instant::now());
+    tokio::pin!(timer);
+    let mut armed = None;
+    loop {
+        tokio::select! {
+            () = &mut timer, if armed.is_some() => {
+                for id in conn.deadlines.expire(Instant::now()) {
+                    conn.time_out(id);
+                }
+            }
+            () = conn.deadlines.earlier_added() => {}
+            () = conn.closed.cancelled() => return,
+        }
+        armed = conn.deadlines.armed();
+        if let Some(at) = armed {
+            // Later than where it was (the common case) costs no wake-up.
+            timer.as_mut().reset(at);
         }
     }
 }

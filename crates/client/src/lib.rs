@@ -25,6 +25,7 @@
 mod catalog;
 mod client;
 mod connection;
+mod deadlines;
 mod error;
 pub mod launch;
 mod service;

@@ -523,3 +523,144 @@ async fn a_message_over_the_hubs_limit_is_refused_unsent_and_the_connection_carr
     );
     hub.stop().await;
 }
+
+/// Between a client and the hub: passes every line on, except the hub's
+/// answers to requests for the method `never`, which it withholds; and
+/// tells the test which `$/cancelRequest`s the client sent.
+async fn withholding_relay(
+    hub_socket: std::path::PathBuf,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, mpsc::UnboundedReceiver<i64>) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    use tokio::net::{UnixListener, UnixStream};
+
+    let path = dir.join("relay.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let (cancels, cancelled) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let hub = UnixStream::connect(&hub_socket).await.unwrap();
+        let (client_read, mut client_write) = client.into_split();
+        let (hub_read, mut hub_write) = hub.into_split();
+        let withheld = Arc::new(parking_lot::Mutex::new(BTreeSet::new()));
+        let to_hub = {
+            let withheld = withheld.clone();
+            async move {
+                let mut lines = BufReader::new(client_read).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    let message: Value = serde_json::from_str(&line).unwrap();
+                    if message["params"]["method"] == "never" {
+                        withheld.lock().insert(message["id"].as_i64().unwrap());
+                    }
+                    if message["method"] == "$/cancelRequest" {
+                        let _ = cancels.send(message["params"]["id"].as_i64().unwrap());
+                    }
+                    hub_write
+                        .write_all(format!("{line}\n").as_bytes())
+                        .await
+                        .unwrap();
+                }
+            }
+        };
+        let to_client = async move {
+            let mut lines = BufReader::new(hub_read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let message: Value = serde_json::from_str(&line).unwrap();
+                let withhold = message["id"]
+                    .as_i64()
+                    .is_some_and(|id| withheld.lock().contains(&id));
+                if !withhold {
+                    client_write
+                        .write_all(format!("{line}\n").as_bytes())
+                        .await
+                        .unwrap();
+                }
+            }
+        };
+        tokio::join!(to_hub, to_client);
+    });
+    (path, cancelled)
+}
+
+/// A request whose answer never comes fails on its own, with the hub told
+/// to cancel it, when its timeout and the SDK's margin have passed; one
+/// with an earlier deadline, made later, fails first; the connection
+/// carries on. (The SDK watches all of a connection's deadlines with one
+/// timer, `deadlines.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_never_answered_times_out_locally_and_is_cancelled() {
+    let hub = TestHub::start().await;
+    let owner = hub.client("owner").await;
+    let service = owner
+        .register(
+            &json!({"protocol": "demo"}),
+            handler_fn(|request| async move {
+                match request.method.as_str() {
+                    "never" => {
+                        // Answered after the hub has given up on it, which
+                        // the relay withholds anyway.
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        reply(&json!("late"))
+                    }
+                    _ => reply(&json!("now")),
+                }
+            }),
+        )
+        .await
+        .unwrap();
+    let (relay, mut cancelled) = withholding_relay(hub.info().socket.clone(), hub.dir()).await;
+    let caller = Client::connect_with(switchboard_client::ConnectOptions {
+        endpoint: switchboard_client::Endpoint::Unix {
+            path: relay,
+            token: Some(hub.info().token.clone()),
+        },
+        client_name: "caller".into(),
+    })
+    .await
+    .unwrap();
+
+    let ask = |timeout_ms: u64| {
+        let caller = caller.clone();
+        let service = service.id();
+        async move {
+            let started = tokio::time::Instant::now();
+            let options = RequestOptions {
+                timeout: Some(Duration::from_millis(timeout_ms)),
+            };
+            let outcome = caller.request_raw(&service, "never", None, options).await;
+            (outcome, started.elapsed())
+        }
+    };
+    // The SDK waits 5 s beyond a request's own timeout.
+    let longer = tokio::spawn(ask(1_500));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let shorter = tokio::spawn(ask(200));
+    let (shorter, shorter_took) = timeout(WAIT, shorter).await.unwrap().unwrap();
+    assert!(!longer.is_finished(), "the later deadline is still ahead");
+    let (longer, longer_took) = timeout(WAIT, longer).await.unwrap().unwrap();
+    for (outcome, took, wait) in [
+        (shorter, shorter_took, Duration::from_millis(5_200)),
+        (longer, longer_took, Duration::from_millis(6_500)),
+    ] {
+        match outcome {
+            Err(switchboard_client::Error::LocalTimeout(waited)) => assert_eq!(waited, wait),
+            other => panic!("expected a local timeout after {wait:?}, got {other:?}"),
+        }
+        assert!(took >= wait, "gave up after {took:?}, before its {wait:?}");
+    }
+    // Both were cancelled at the hub, the shorter first.
+    let first = timeout(WAIT, cancelled.recv()).await.unwrap().unwrap();
+    let second = timeout(WAIT, cancelled.recv()).await.unwrap().unwrap();
+    assert!(
+        first > second,
+        "the later request (a higher id) was cancelled first"
+    );
+
+    // The connection carries on.
+    let answer: Value = caller
+        .request(&service.id(), "now", &json!({}))
+        .await
+        .unwrap();
+    assert_eq!(answer, json!("now"));
+    hub.stop().await;
+}
