@@ -614,15 +614,22 @@ impl Connection {
             params: routed.params,
             cancelled: cancelled.clone(),
         };
+        let finishes = local.handler.finishes_when_cancelled(&request.method);
         let conn = self.clone();
         tokio::spawn(async move {
             let handled = AssertUnwindSafe(local.handler.request(request)).catch_unwind();
-            // The handler is polled first, so one that watches `cancelled`
-            // gets to finish its own cleanup; one that does not is dropped.
-            let outcome = tokio::select! {
-                biased;
-                outcome = handled => Some(outcome),
-                () = cancelled.cancelled() => None,
+            let outcome = if finishes {
+                let outcome = handled.await;
+                (!cancelled.is_cancelled()).then_some(outcome)
+            } else {
+                // The handler is polled first, so one that watches
+                // `cancelled` gets to finish its own cleanup; one that does
+                // not is dropped.
+                tokio::select! {
+                    biased;
+                    outcome = handled => Some(outcome),
+                    () = cancelled.cancelled() => None,
+                }
             };
             conn.incoming.lock().remove(&forwarded_id);
             match outcome {

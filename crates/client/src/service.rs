@@ -78,6 +78,17 @@ impl Notification {
 pub trait Handler: Send + Sync + 'static {
     fn request(&self, request: Request) -> BoxFuture<Reply>;
 
+    /// Whether a request for `method` is polled to its end when the hub
+    /// cancels it (its caller cancelled or timed out) instead of being
+    /// dropped, for work whose outcome must be recorded either way (a tool
+    /// call behind an at-most-once fence). Its answer is not sent: the hub
+    /// has answered the caller already. It sees the cancellation in
+    /// [`Request::cancelled`]. Default: dropped.
+    fn finishes_when_cancelled(&self, method: &str) -> bool {
+        let _ = method;
+        false
+    }
+
     fn notification(&self, notification: Notification) -> BoxFuture<()> {
         let _ = notification;
         Box::pin(async {})
@@ -153,6 +164,10 @@ where
 impl<H: Handler + ?Sized> Handler for Arc<H> {
     fn request(&self, request: Request) -> BoxFuture<Reply> {
         (**self).request(request)
+    }
+
+    fn finishes_when_cancelled(&self, method: &str) -> bool {
+        (**self).finishes_when_cancelled(method)
     }
 
     fn notification(&self, notification: Notification) -> BoxFuture<()> {

@@ -19,8 +19,6 @@ use switchboard_client::{
 use switchboard_protocol::tool_call::{
     TOOLS_CALL, TOOLS_LIST, TOOL_PROVIDER_PROTOCOL, TOOL_PROVIDER_VERSION, TOOL_PROVIDER_VERSION_2,
 };
-use switchboard_protocol::{ErrorCode, ErrorObject};
-use tokio::sync::oneshot;
 
 use crate::ledger::{Ledger, LedgerCounts, Retention};
 use crate::progress::SinkDirectory;
@@ -454,21 +452,10 @@ impl Handler for ProviderHandler {
         Box::pin(async move {
             match request.method.as_str() {
                 TOOLS_LIST => Ok(shared.tools.read().listing().to_owned()),
-                TOOLS_CALL => {
-                    // The call runs in its own task: the client SDK drops this
-                    // future when the caller cancels, but the tool must get to
-                    // stop (or finish) and its outcome must reach the ledger.
-                    let (answer, answered) = oneshot::channel();
-                    tokio::spawn(async move {
-                        let _ = answer.send(shared.handle_call(request).await);
-                    });
-                    answered.await.unwrap_or_else(|_| {
-                        Err(ErrorObject::new(
-                            ErrorCode::InternalError,
-                            "the tool's task panicked",
-                        ))
-                    })
-                }
+                // Polled to its end even when the caller cancels
+                // (`finishes_when_cancelled`): the tool must get to stop (or
+                // finish) and its outcome must reach the ledger.
+                TOOLS_CALL => shared.handle_call(request).await,
                 _ => match shared.surface.clone() {
                     Some(surface) => {
                         surface::handle_request(&shared.ledger, &shared.namespace, surface, request)
@@ -478,6 +465,10 @@ impl Handler for ProviderHandler {
                 },
             }
         })
+    }
+
+    fn finishes_when_cancelled(&self, method: &str) -> bool {
+        method == TOOLS_CALL
     }
 
     fn notification(&self, notification: Notification) -> BoxFuture<()> {

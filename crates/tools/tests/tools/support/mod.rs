@@ -43,7 +43,8 @@ pub fn echo_schema() -> Value {
 }
 
 /// `echo`, `counter` (counts its runs), `blocker` (runs until released),
-/// `cancellable` (runs until cancelled, then reports it) and `progress`.
+/// `cancellable` (runs until cancelled, stops 20 ms later and reports it)
+/// and `progress`.
 pub fn demo_tools(runs: &Arc<Runs>) -> Vec<(ToolSpec, Arc<dyn switchboard_tools::ToolHandler>)> {
     let counter_runs = runs.clone();
     let blocker_runs = runs.clone();
@@ -89,6 +90,11 @@ pub fn demo_tools(runs: &Arc<Runs>) -> Vec<(ToolSpec, Arc<dyn switchboard_tools:
                     runs.cancellable.fetch_add(1, Ordering::SeqCst);
                     runs.started.notify_one();
                     call.cancelled.cancelled().await;
+                    // It stops as real tools do, with a last wait (closing
+                    // a file, a connection) after it sees the cancellation:
+                    // a provider that dropped the call on cancel would never
+                    // get past it.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
                     runs.saw_cancel.notify_one();
                     Err(ToolError::OutcomeUnknown("cancelled by the caller".into()))
                 }
