@@ -330,14 +330,34 @@ impl McpRequests for HttpMcp {
     }
 }
 
-/// The latencies of sequential `tools/call`s of `tool` for `duration`
-/// (after a warm-up), in nanoseconds.
+/// Sequential `tools/call`s of `tool` with `arguments` for `duration`,
+/// unmeasured: a server that compiles its hot code as it runs (Node's V8)
+/// stalls for milliseconds now and then until it has, for longer in time
+/// the slower each call is, so a warm-up by count would favour the faster
+/// path.
+pub async fn warm_up(
+    client: &mut impl McpRequests,
+    tool: &str,
+    arguments: &serde_json::Value,
+    duration: Duration,
+) -> anyhow::Result<()> {
+    let params = json!({"name": tool, "arguments": arguments});
+    let end = Instant::now() + duration;
+    while Instant::now() < end {
+        client.request("tools/call", &params).await?;
+    }
+    Ok(())
+}
+
+/// The latencies of sequential `tools/call`s of `tool` with `arguments`
+/// for `duration` (after a warm-up), in nanoseconds.
 pub async fn call_latencies(
     client: &mut impl McpRequests,
     tool: &str,
+    arguments: &serde_json::Value,
     duration: Duration,
 ) -> anyhow::Result<Histogram<u64>> {
-    let params = json!({"name": tool, "arguments": {"text": "x".repeat(100)}});
+    let params = json!({"name": tool, "arguments": arguments});
     for _ in 0..200 {
         client.request("tools/call", &params).await?;
     }
