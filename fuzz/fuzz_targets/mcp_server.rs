@@ -7,17 +7,20 @@
 //! line the client writes is answered with the input's next line, and when
 //! the client closes its stdin the rest follows. So the first line answers
 //! `initialize` (id 0), the second follows `notifications/initialized`,
-//! the third answers `tools/list` (id 1), the fourth follows the call the
-//! target makes (`sb-1`, its progress token the same), and so on. The
-//! target starts the server, calls its first tool (tag 7, a progress sink,
+//! the third answers `tools/list` (id 1), the fourth and fifth follow the
+//! two calls the target makes at once (`sb-1` and `sb-2`, each its own
+//! progress token), and so on. The target starts the server, calls its
+//! first tool twice at once (tags 7 and 8, each with a progress sink,
 //! 100 ms), lists its resources, and stops it. The bounds are short: what
 //! is fuzzed is what the client makes of the lines, and every input that
 //! leaves the step waits them out.
 //!
-//! Checks: nothing panics; the start, the call, the list and the stop each
-//! end within their bounds; a failed start names the server; a request or
-//! notification of the server is attributed to the one call in flight
-//! (tag 7) or to none, never to a tag no call has.
+//! Checks: nothing panics; the start, the calls, the list and the stop
+//! each end within their bounds; a failed start names the server; a
+//! request or notification of the server attributed to a call is
+//! attributed to the call its `_meta.progressToken` names (tag 7 for
+//! `sb-1`, tag 8 for `sb-2`), never to the other call in flight or to a
+//! tag no call has; one naming no call in flight is attributed to none.
 #![no_main]
 
 use std::path::PathBuf;
@@ -36,8 +39,10 @@ use switchboard_protocol::ErrorObject;
 
 /// How the client names the server in what it says.
 const LABEL: &str = "the fuzzed server";
-/// The tag of the one call the target makes.
-const TAG: CallTag = 7;
+/// The two calls the target makes at once: their tags, and the ids (and
+/// progress tokens) the client gives them, in the order they are first
+/// polled.
+const CALLS: [(CallTag, &str); 2] = [(7, "sb-1"), (8, "sb-2")];
 /// Replays the file `$1`: one line per line read, the rest at the end.
 const REPLAY: &str = r#"exec 3<"$1"
 while IFS= read -r _; do
@@ -64,15 +69,17 @@ static SCRIPT: LazyLock<(tempfile::TempDir, PathBuf)> = LazyLock::new(|| {
     (dir, path)
 });
 
-/// What the server asked and told, with the call each was attributed to.
+/// What the server asked and told: the method, the progress token its
+/// params named (if a string), and the call it was attributed to.
 #[derive(Default)]
 struct Recorder {
-    seen: Mutex<Vec<(String, Option<CallTag>)>>,
+    seen: Mutex<Vec<(String, Option<String>, Option<CallTag>)>>,
 }
 
 impl Recorder {
-    fn saw(&self, method: &str, call: Option<CallTag>) {
-        self.seen.lock().push((method.to_owned(), call));
+    fn saw(&self, method: &str, params: &Value, call: Option<CallTag>) {
+        let token = params["_meta"]["progressToken"].as_str().map(str::to_owned);
+        self.seen.lock().push((method.to_owned(), token, call));
     }
 }
 
@@ -87,7 +94,7 @@ impl Handler for Client {
         &self,
         request: ServerRequest,
     ) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
-        self.0.saw(&request.method, request.call);
+        self.0.saw(&request.method, &request.params, request.call);
         Box::pin(async {
             Ok(json!({"role": "assistant", "model": "m",
                       "content": {"type": "text", "text": "sampled"}}))
@@ -95,21 +102,21 @@ impl Handler for Client {
     }
 
     fn elicit(&self, request: ServerRequest) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
-        self.0.saw(&request.method, request.call);
+        self.0.saw(&request.method, &request.params, request.call);
         Box::pin(async { Ok(json!({"action": "decline"})) })
     }
 
     fn list_roots(&self, request: ServerRequest) -> HandlerFuture<'_, Result<Value, ErrorObject>> {
-        self.0.saw(&request.method, request.call);
+        self.0.saw(&request.method, &request.params, request.call);
         Box::pin(async { Ok(json!({"roots": [{"uri": "file:///fuzz"}]})) })
     }
 
     fn on_logging_message(&self, notification: ServerNotification) {
-        self.0.saw(&notification.method, notification.call);
+        self.0.saw(&notification.method, &notification.params, notification.call);
     }
 
     fn on_resource_updated(&self, notification: ServerNotification) {
-        self.0.saw(&notification.method, notification.call);
+        self.0.saw(&notification.method, &notification.params, notification.call);
     }
 }
 
@@ -154,13 +161,18 @@ async fn session(path: PathBuf, recorder: Arc<Recorder>) {
         .and_then(|tool| tool["name"].as_str())
         .unwrap_or("t")
         .to_owned();
-    let mut call = ToolCall::new(name, json!({"x": 1}));
-    call.timeout = Some(Duration::from_millis(100));
-    call.tag = Some(TAG);
-    call.progress = Some(Arc::new(Sink));
-    let _ = tokio::time::timeout(Duration::from_secs(5), connection.call_tool(call))
+    let call = |tag: CallTag| {
+        let mut call = ToolCall::new(name.clone(), json!({"x": 1}));
+        call.timeout = Some(Duration::from_millis(100));
+        call.tag = Some(tag);
+        call.progress = Some(Arc::new(Sink));
+        connection.call_tool(call)
+    };
+    // Polled in this order, so the first gets `sb-1` and the second `sb-2`.
+    let both = async { tokio::join!(call(CALLS[0].0), call(CALLS[1].0)) };
+    let _ = tokio::time::timeout(Duration::from_secs(5), both)
         .await
-        .expect("a call ends within 5 s of its 100 ms timeout");
+        .expect("the calls end within 5 s of their 100 ms timeout");
     let _ = tokio::time::timeout(
         Duration::from_secs(5),
         connection.list_all("resources/list", "resources", Duration::from_millis(100)),
@@ -177,10 +189,17 @@ fuzz_target!(|data: &[u8]| {
     std::fs::write(&path, data).expect("the server's output is written");
     let recorder = Arc::new(Recorder::default());
     RUNTIME.block_on(session(path, recorder.clone()));
-    for (method, call) in recorder.seen.lock().iter() {
+    for (method, token, call) in recorder.seen.lock().iter() {
+        let Some(tag) = call else { continue };
+        let named = CALLS.iter().find(|(t, _)| t == tag).map(|(_, id)| *id);
         assert!(
-            call.is_none() || *call == Some(TAG),
-            "{method} attributed to {call:?}, a call that was never made"
+            named.is_some(),
+            "{method} attributed to {tag}, a call that was never made"
+        );
+        assert_eq!(
+            token.as_deref(),
+            named,
+            "{method} naming {token:?} attributed to call {tag} ({named:?})"
         );
     }
 });
