@@ -152,12 +152,12 @@ impl Connection {
             tap: Some(self.inner.tap.clone()),
             id: handle.id.clone(),
         };
-        let _route = routes.as_mut().map(|routes| {
+        let mut route = routes.as_mut().map(|routes| {
             routes.insert(handle.progress_token.clone(), route);
             Route {
                 routes: self.inner.routes.clone(),
                 token: handle.progress_token.clone(),
-                linger: true,
+                linger: route_sink,
             }
         });
         drop(routes);
@@ -171,7 +171,10 @@ impl Connection {
         cancel.id = None;
         if let Some(watched) = watched {
             let seen = watched.take();
-            self.inner.routes.settled(&token, seen).await;
+            let settled = self.inner.routes.settled(&token, seen).await;
+            if let Some(route) = route.as_mut() {
+                route.linger = !settled;
+            }
         }
         match response {
             Ok(typed) => {
@@ -217,7 +220,7 @@ impl Connection {
         });
         // The route and the answer's slot exist before the line is written:
         // nothing the server says about the call can come before them.
-        let _route = match route {
+        let mut route = match route {
             Some(route) => {
                 self.inner.routes.hold().await.insert(token.clone(), route);
                 Some(Route {
@@ -262,7 +265,10 @@ impl Connection {
         cancel.id = None;
         if let Some(watched) = watched {
             let seen = watched.take();
-            self.inner.routes.settled(&token, seen).await;
+            let settled = self.inner.routes.settled(&token, seen).await;
+            if let Some(route) = route.as_mut() {
+                route.linger = !settled;
+            }
         }
         match answer {
             Ok(DirectAnswer::Result(raw)) => object_result(raw),

@@ -7,10 +7,14 @@
 //! incoming notification on a task of its own, so one the server sent just
 //! before its answer may be handled just after it, and reports of one call
 //! may reach the sink out of order (a sink that needs them increasing drops
-//! the late ones, as the tools SDK's `Progress` does). So a route with a
-//! sink is removed [`ROUTE_LINGER`] after the call ends, however it ends;
-//! one without is removed at once and its tag kept among the last
-//! [`ENDED_TAGS`] ended, for a late log or request that names the call.
+//! the late ones, as the tools SDK's `Progress` does). So a call's answer
+//! waits (bounded) until every report the server wrote before it was
+//! handled; then the route is removed at once and its tag kept among the
+//! last [`ENDED_TAGS`] ended, for a late log or request that names the
+//! call (what the server reports after its answer, MCP forbids, and is
+//! dropped). A route with a sink whose reports did not settle in time, or
+//! whose call ended without an answer, is removed [`ROUTE_LINGER`] later,
+//! for the reports still on their way.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -21,8 +25,9 @@ use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use crate::handler::{CallTag, HandlerFuture};
 
-/// How long a call's route outlives the call, for its notifications that
-/// rmcp hands on after its answer.
+/// How long a call's route with a sink outlives the call when its reports
+/// did not settle, for those rmcp hands on after its answer; and how long
+/// an answer waits for them to settle.
 pub(crate) const ROUTE_LINGER: Duration = Duration::from_secs(1);
 
 /// How many ended calls' tags are kept for what the server sent before an
@@ -102,8 +107,9 @@ impl ProgressRoutes {
 
     /// Returns once `seen` reports of `token`'s call were handled (at most
     /// [`ROUTE_LINGER`] later): the reports the server wrote before its
-    /// answer go on before the answer does.
-    pub(crate) async fn settled(&self, token: &ProgressToken, seen: u64) {
+    /// answer go on before the answer does. `false`: some were not handled
+    /// in time (the call's route is then to linger for them).
+    pub(crate) async fn settled(&self, token: &ProgressToken, seen: u64) -> bool {
         let settled = async {
             loop {
                 let woken = self.handled.notified();
@@ -121,7 +127,7 @@ impl ProgressRoutes {
                 woken.await;
             }
         };
-        let _ = tokio::time::timeout(ROUTE_LINGER, settled).await;
+        tokio::time::timeout(ROUTE_LINGER, settled).await.is_ok()
     }
 
     /// The tag of the call in flight (or just ended) that `token` belongs
@@ -143,6 +149,12 @@ impl ProgressRoutes {
         })
     }
 
+    /// How many calls have a route now.
+    #[cfg(test)]
+    pub(crate) async fn routed(&self) -> usize {
+        self.routes.lock().await.len()
+    }
+
     fn remember_ended(&self, token: ProgressToken, tag: CallTag) {
         let mut ended = self.ended.lock();
         if ended.len() >= ENDED_TAGS {
@@ -152,16 +164,17 @@ impl ProgressRoutes {
     }
 }
 
-/// Removes a call's route [`ROUTE_LINGER`] after the call ends, however it
-/// ends; at once when it does not `linger`.
+/// Removes a call's route when the call ends: at once unless it is to
+/// `linger`, else [`ROUTE_LINGER`] later.
 pub(crate) struct Route {
     pub(crate) routes: Arc<ProgressRoutes>,
     pub(crate) token: ProgressToken,
-    /// The call has a progress sink, for reports handled after its answer.
-    /// A route with a tag alone is removed at once (a task and a timer per
-    /// call cost more than the rest of its bookkeeping) and its tag kept
-    /// among the [`ENDED_TAGS`] last, for what the server sent before the
-    /// answer and rmcp hands on after it.
+    /// The call has a progress sink whose reports may still be on their
+    /// way: set while the call runs, cleared once its answer came and its
+    /// reports settled ([`ProgressRoutes::settled`]). A route removed at
+    /// once (no task and no timer per call, which cost more than the rest
+    /// of its bookkeeping) keeps its tag among the [`ENDED_TAGS`] last, for
+    /// what the server sent before the answer and rmcp hands on after it.
     pub(crate) linger: bool,
 }
 

@@ -140,6 +140,41 @@ async fn progress_goes_to_the_sink_of_its_own_call() {
     connection.stop().await;
 }
 
+/// A call's answer waits until the reports the server wrote before it
+/// were handled; then its route goes at once (no task and no timer per
+/// call), not a second later, and a later call routes as well.
+#[tokio::test]
+async fn a_call_whose_reports_settled_leaves_no_route_behind() {
+    let Started { connection, .. } = started().await;
+    for steps in [3, 2] {
+        let collected = Arc::new(Collected::default());
+        let mut call = ToolCall::new("progress", json!({ "steps": steps }));
+        call.progress = Some(collected.clone());
+        call.tag = Some(steps);
+        let result = within("a progress call", connection.call_tool(call)).await;
+        assert_eq!(text(&result.unwrap()), "done");
+        assert_eq!(
+            collected.0.lock().len(),
+            steps as usize,
+            "every report before the answer"
+        );
+        assert_eq!(
+            connection.inner.routes.routed().await,
+            0,
+            "the route outlived its call"
+        );
+        let token = rmcp::model::ProgressToken(rmcp::model::NumberOrString::String(
+            format!("sb-{}", 4 - steps).into(),
+        ));
+        assert_eq!(
+            connection.inner.routes.tag_of(&token).await,
+            Some(steps),
+            "the ended call's tag is kept for what the server sent before its answer"
+        );
+    }
+    connection.stop().await;
+}
+
 #[tokio::test]
 async fn list_changed_is_signalled_once_for_a_burst_and_heard_by_the_handler() {
     let changes = Arc::new(Changes::default());
