@@ -15,6 +15,9 @@ use switchboard_protocol::ErrorCode;
 /// The envelope as serde_json decoded it before the one-pass walk.
 #[derive(Deserialize)]
 struct Reference<'a> {
+    // Never read, only decoded: a second `jsonrpc` member fails the
+    // reference (a duplicate field), as it failed the decoder it stands for.
+    #[allow(dead_code)]
     #[serde(borrow, default, deserialize_with = "present")]
     jsonrpc: Option<&'a RawValue>,
     #[serde(borrow, default, deserialize_with = "present")]
