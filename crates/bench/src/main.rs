@@ -17,7 +17,7 @@ use switchboard_testkit::procfs;
     about = "Benchmarks the Switchboard hub against NATS and a raw socket relay"
 )]
 struct Args {
-    /// Short runs (the whole benchmark in under two minutes).
+    /// Short runs (the whole benchmark in about three minutes on 2 cores).
     #[arg(long)]
     quick: bool,
     /// Servers on CPU 0, the harness on CPU 1.
