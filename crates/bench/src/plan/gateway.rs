@@ -91,14 +91,15 @@ pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
         format!("{GATEWAY} call through the gateway"),
         0..2,
         move |_run| async move {
-            let server = test_server(plan);
-            let hosted =
-                HostedServers::start(&plan.bins.hub, std::slice::from_ref(&server)).await?;
-            let tools = ["s0__echo".to_owned()];
-            let mut gateway = hosted.gateway(&plan.bins.hub, "latency", &tools).await?;
-            let latency =
-                call_latencies(&mut gateway, "s0__echo", &echo_arguments(), duration).await?;
-            Ok(latency_taken(&latency))
+            let arguments = echo_arguments();
+            through_gateway(
+                plan,
+                &test_server(plan),
+                &arguments,
+                Duration::ZERO,
+                duration,
+            )
+            .await
         },
     );
     let over_http = Take::new(
@@ -126,11 +127,16 @@ pub(super) async fn gateway(plan: &Plan, report: &mut Report) {
         format!("{GATEWAY} call over stdio"),
         0..2,
         move |_run| async move {
+            let arguments = echo_arguments();
             let server = test_server(plan);
-            let log = std::env::temp_dir().join("sb-bench-direct-mcp.log");
-            let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
-            let latency = call_latencies(&mut client, "echo", &echo_arguments(), duration).await?;
-            Ok(latency_taken(&latency))
+            over_stdio(
+                &server,
+                "sb-bench-direct-mcp.log",
+                &arguments,
+                Duration::ZERO,
+                duration,
+            )
+            .await
         },
     );
     Measurement {
@@ -227,13 +233,7 @@ async fn reference_server_latency(plan: &Plan, report: &mut Report) {
         0..2,
         move |_run| async move {
             let (server, _) = memory_server(plan);
-            let hosted =
-                HostedServers::start(&plan.bins.hub, std::slice::from_ref(&server)).await?;
-            let tools = ["s0__echo".to_owned()];
-            let mut gateway = hosted.gateway(&plan.bins.hub, "latency", &tools).await?;
-            warm_up(&mut gateway, "s0__echo", &arguments(), NODE_WARM_UP).await?;
-            let latency = call_latencies(&mut gateway, "s0__echo", &arguments(), duration).await?;
-            Ok(latency_taken(&latency))
+            through_gateway(plan, &server, &arguments(), NODE_WARM_UP, duration).await
         },
     );
     let direct = Take::new(
@@ -242,11 +242,8 @@ async fn reference_server_latency(plan: &Plan, report: &mut Report) {
         0..2,
         move |_run| async move {
             let (server, _) = memory_server(plan);
-            let log = std::env::temp_dir().join("sb-bench-direct-everything.log");
-            let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
-            warm_up(&mut client, "echo", &arguments(), NODE_WARM_UP).await?;
-            let latency = call_latencies(&mut client, "echo", &arguments(), duration).await?;
-            Ok(latency_taken(&latency))
+            let log = "sb-bench-direct-everything.log";
+            over_stdio(&server, log, &arguments(), NODE_WARM_UP, duration).await
         },
     );
     Measurement {
@@ -255,6 +252,39 @@ async fn reference_server_latency(plan: &Plan, report: &mut Report) {
     }
     .record(plan.runs, report)
     .await;
+}
+
+/// `echo` of `server`, hosted on a hub of its own, called through
+/// `switchboard mcp`: `warm` of unmeasured calls, then `duration` timed.
+async fn through_gateway(
+    plan: &Plan,
+    server: &ServerCommand,
+    arguments: &serde_json::Value,
+    warm: Duration,
+    duration: Duration,
+) -> anyhow::Result<Taken> {
+    let hosted = HostedServers::start(&plan.bins.hub, std::slice::from_ref(server)).await?;
+    let tools = ["s0__echo".to_owned()];
+    let mut gateway = hosted.gateway(&plan.bins.hub, "latency", &tools).await?;
+    warm_up(&mut gateway, "s0__echo", arguments, warm).await?;
+    let latency = call_latencies(&mut gateway, "s0__echo", arguments, duration).await?;
+    Ok(latency_taken(&latency))
+}
+
+/// `echo` of `server` called over its own stdio (its stderr to `log` in
+/// the temp dir): `warm` of unmeasured calls, then `duration` timed.
+async fn over_stdio(
+    server: &ServerCommand,
+    log: &str,
+    arguments: &serde_json::Value,
+    warm: Duration,
+    duration: Duration,
+) -> anyhow::Result<Taken> {
+    let log = std::env::temp_dir().join(log);
+    let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
+    warm_up(&mut client, "echo", arguments, warm).await?;
+    let latency = call_latencies(&mut client, "echo", arguments, duration).await?;
+    Ok(latency_taken(&latency))
 }
 
 fn latency_taken(latency: &hdrhistogram::Histogram<u64>) -> Taken {
