@@ -12,6 +12,7 @@
 //! path); NATS by `async-nats`, its official Rust client.
 
 pub mod floor;
+pub mod handoff;
 pub mod lines;
 pub mod measure;
 pub mod messages;

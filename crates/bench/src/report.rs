@@ -251,6 +251,7 @@ pub fn machine_description() -> Vec<(String, String)> {
         ("cores".into(), format!("{cores} (online: {online})")),
         ("memory".into(), memory),
         ("kernel".into(), format!("Linux {kernel}")),
+        ("hand-off".into(), crate::handoff::describe()),
         ("rustc".into(), command_line("rustc", &["--version"])),
         (
             "date".into(),
