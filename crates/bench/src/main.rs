@@ -60,6 +60,9 @@ fn main() -> anyhow::Result<()> {
             "[bench] warning: RLIMIT_NOFILE is {limit}; 10,000 idle connections need about 10,500 per process (raise the hard limit: ulimit -Hn)"
         );
     }
+    // Before the harness pins itself: `cat` and the harness then run where
+    // the kernel puts them, as unpinned processes' hand-offs do.
+    let handoff = switchboard_bench::handoff::describe();
     let workers = if args.pin {
         if process::allowed_cpus() < 2 {
             bail!("--pin needs two CPUs");
@@ -119,6 +122,7 @@ fn main() -> anyhow::Result<()> {
             args.systems.clone()
         },
         callgrind_dir: std::path::absolute(&args.callgrind_dir)?,
+        handoff,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)

@@ -221,8 +221,9 @@ impl Report {
     }
 }
 
-/// Facts about the machine for the report's header.
-pub fn machine_description() -> Vec<(String, String)> {
+/// Facts about the machine for the report's header; `handoff` is what a
+/// hand-off between processes costs there ([`crate::handoff::describe`]).
+pub fn machine_description(handoff: &str) -> Vec<(String, String)> {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let model = cpuinfo
         .lines()
@@ -251,7 +252,7 @@ pub fn machine_description() -> Vec<(String, String)> {
         ("cores".into(), format!("{cores} (online: {online})")),
         ("memory".into(), memory),
         ("kernel".into(), format!("Linux {kernel}")),
-        ("hand-off".into(), crate::handoff::describe()),
+        ("hand-off".into(), handoff.to_owned()),
         ("rustc".into(), command_line("rustc", &["--version"])),
         (
             "date".into(),

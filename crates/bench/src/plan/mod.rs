@@ -80,6 +80,9 @@ pub struct Plan {
     /// The systems to drive (default: all four).
     pub systems: Vec<System>,
     pub callgrind_dir: PathBuf,
+    /// The report's *hand-off* line ([`crate::handoff::describe`]), taken
+    /// before the harness pinned itself.
+    pub handoff: String,
 }
 
 impl Plan {
@@ -134,7 +137,7 @@ struct Durations {
 pub async fn run(plan: &Plan) -> anyhow::Result<Report> {
     let mut report = Report {
         title: "Switchboard benchmark: hub vs NATS vs floor".into(),
-        machine: crate::report::machine_description(),
+        machine: crate::report::machine_description(&plan.handoff),
         ..Report::default()
     };
     report.machine.push((
