@@ -100,7 +100,10 @@ pub fn describe() -> String {
 mod tests {
     use super::*;
 
-    fn sysfs(files: &[(&str, &str)]) -> tempfile::TempDir {
+    /// Files of a made-up `/sys`: (path under it, contents).
+    type Files<'a> = &'a [(&'a str, &'a str)];
+
+    fn sysfs(files: Files<'_>) -> tempfile::TempDir {
         let root = tempfile::tempdir().unwrap();
         for (path, text) in files {
             let path = root.path().join(path);
@@ -111,43 +114,38 @@ mod tests {
     }
 
     #[test]
-    fn a_guest_that_halts_at_once_says_so() {
-        let root = sysfs(&[
-            ("devices/system/cpu/cpuidle/current_driver", "haltpoll\n"),
-            ("devices/system/cpu/cpuidle/current_governor", "haltpoll\n"),
-            ("module/haltpoll/parameters/guest_halt_poll_ns", "0\n"),
-        ]);
-        assert_eq!(
-            idle_policy(root.path()).unwrap(),
-            "cpuidle driver haltpoll, governor haltpoll, guest halt polling off (an idle vCPU halts at once)"
-        );
-    }
-
-    #[test]
-    fn a_guest_that_polls_says_how_long() {
-        let root = sysfs(&[
-            ("devices/system/cpu/cpuidle/current_driver", "haltpoll"),
-            ("devices/system/cpu/cpuidle/current_governor_ro", "haltpoll"),
-            ("module/haltpoll/parameters/guest_halt_poll_ns", "200000"),
-        ]);
-        assert_eq!(
-            idle_policy(root.path()).unwrap(),
-            "cpuidle driver haltpoll, governor haltpoll, guest halt polling up to 200000 ns"
-        );
-    }
-
-    #[test]
-    fn other_drivers_name_driver_and_governor_and_no_cpuidle_says_nothing() {
-        let root = sysfs(&[
-            ("devices/system/cpu/cpuidle/current_driver", "intel_idle"),
-            ("devices/system/cpu/cpuidle/current_governor", "menu"),
-        ]);
-        assert_eq!(
-            idle_policy(root.path()).unwrap(),
-            "cpuidle driver intel_idle, governor menu"
-        );
-        let empty = sysfs(&[]);
-        assert_eq!(idle_policy(empty.path()), None);
+    fn the_idle_policy_names_driver_governor_and_a_guests_poll_window() {
+        let cases: [(Files<'_>, Option<&str>); 4] = [
+            (
+                &[
+                    ("devices/system/cpu/cpuidle/current_driver", "haltpoll\n"),
+                    ("devices/system/cpu/cpuidle/current_governor", "haltpoll\n"),
+                    ("module/haltpoll/parameters/guest_halt_poll_ns", "0\n"),
+                ],
+                Some("cpuidle driver haltpoll, governor haltpoll, guest halt polling off (an idle vCPU halts at once)"),
+            ),
+            (
+                // Read-only governor file, values without a newline.
+                &[
+                    ("devices/system/cpu/cpuidle/current_driver", "haltpoll"),
+                    ("devices/system/cpu/cpuidle/current_governor_ro", "haltpoll"),
+                    ("module/haltpoll/parameters/guest_halt_poll_ns", "200000"),
+                ],
+                Some("cpuidle driver haltpoll, governor haltpoll, guest halt polling up to 200000 ns"),
+            ),
+            (
+                &[
+                    ("devices/system/cpu/cpuidle/current_driver", "intel_idle"),
+                    ("devices/system/cpu/cpuidle/current_governor", "menu"),
+                ],
+                Some("cpuidle driver intel_idle, governor menu"),
+            ),
+            (&[], None),
+        ];
+        for (files, expected) in cases {
+            let root = sysfs(files);
+            assert_eq!(idle_policy(root.path()).as_deref(), expected, "{files:?}");
+        }
     }
 
     #[test]
