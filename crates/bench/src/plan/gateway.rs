@@ -266,9 +266,7 @@ async fn through_gateway(
     let hosted = HostedServers::start(&plan.bins.hub, std::slice::from_ref(server)).await?;
     let tools = ["s0__echo".to_owned()];
     let mut gateway = hosted.gateway(&plan.bins.hub, "latency", &tools).await?;
-    warm_up(&mut gateway, "s0__echo", arguments, warm).await?;
-    let latency = call_latencies(&mut gateway, "s0__echo", arguments, duration).await?;
-    Ok(latency_taken(&latency))
+    timed_calls(&mut gateway, "s0__echo", arguments, warm, duration).await
 }
 
 /// `echo` of `server` called over its own stdio (its stderr to `log` in
@@ -282,8 +280,20 @@ async fn over_stdio(
 ) -> anyhow::Result<Taken> {
     let log = std::env::temp_dir().join(log);
     let mut client = StdioMcp::start(&server.program, &server.args, &[], &log).await?;
-    warm_up(&mut client, "echo", arguments, warm).await?;
-    let latency = call_latencies(&mut client, "echo", arguments, duration).await?;
+    timed_calls(&mut client, "echo", arguments, warm, duration).await
+}
+
+/// `tool` called on `client`: `warm` of unmeasured calls, then `duration`
+/// timed; the take's p50 and p99.
+async fn timed_calls(
+    client: &mut StdioMcp,
+    tool: &str,
+    arguments: &serde_json::Value,
+    warm: Duration,
+    duration: Duration,
+) -> anyhow::Result<Taken> {
+    warm_up(client, tool, arguments, warm).await?;
+    let latency = call_latencies(client, tool, arguments, duration).await?;
     Ok(latency_taken(&latency))
 }
 
