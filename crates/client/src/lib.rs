@@ -39,6 +39,6 @@ pub use service::{
     handler_fn, method_not_found, reply, BoxFuture, FnHandler, Handler, Notification, Reply,
     Request,
 };
-pub use transport::{read_hub_info, Endpoint};
+pub use transport::{read_hub_info, Connector, Endpoint};
 
 pub use switchboard_protocol as protocol;

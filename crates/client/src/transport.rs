@@ -1,12 +1,16 @@
 //! Reaching the hub: where it is, and the two framings (lines on a Unix
-//! socket, text frames on a WebSocket) behind one reader and one writer.
+//! socket or an in-process pipe, text frames on a WebSocket) behind one
+//! reader and one writer.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use switchboard_protocol::discovery::HubInfo;
 use switchboard_socket::{ReadOutcome, ReadableStream};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -35,6 +39,33 @@ pub enum Endpoint {
         token: Option<String>,
         ca_cert: Option<PathBuf>,
     },
+    /// A client in the hub's own process (an add-on of the hub, such as
+    /// the MCP gateway behind `/mcp`): each connection is a pipe in memory
+    /// the hub serves as it serves its Unix socket, with no system call
+    /// per message.
+    InProcess {
+        connect: Connector,
+        token: Option<String>,
+    },
+}
+
+/// Makes an in-process connection: the client's end of a pipe whose other
+/// end the hub serves.
+#[derive(Clone)]
+pub struct Connector(Arc<dyn Fn() -> std::io::Result<DuplexStream> + Send + Sync>);
+
+impl Connector {
+    pub fn new(
+        connect: impl Fn() -> std::io::Result<DuplexStream> + Send + Sync + 'static,
+    ) -> Self {
+        Connector(Arc::new(connect))
+    }
+}
+
+impl fmt::Debug for Connector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Connector(in-process)")
+    }
 }
 
 /// Reads `hub.json` from a hub directory (`None`: the directory rule, as a
@@ -51,16 +82,41 @@ type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 pub(crate) enum Reader {
     /// `buf[..filled]` is the start of a line not yet complete.
-    Unix {
-        socket: ReadableStream,
+    Lines {
+        source: LineSource,
         buf: Vec<u8>,
         filled: usize,
     },
     Ws(SplitStream<Ws>),
 }
 
+/// Where lines come from.
+pub(crate) enum LineSource {
+    Unix(ReadableStream),
+    InProcess(ReadHalf<DuplexStream>),
+}
+
+impl LineSource {
+    /// Reads what is there into `buf`; `None` at the end of the stream.
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        match self {
+            LineSource::Unix(socket) => {
+                match std::future::poll_fn(|cx| socket.poll_read(cx, buf)).await {
+                    ReadOutcome::Bytes(n) => Ok(Some(n)),
+                    ReadOutcome::Closed => Ok(None),
+                }
+            }
+            LineSource::InProcess(pipe) => match pipe.read(buf).await? {
+                0 => Ok(None),
+                n => Ok(Some(n)),
+            },
+        }
+    }
+}
+
 pub(crate) enum Writer {
     Unix(switchboard_socket::Writer),
+    InProcess(WriteHalf<DuplexStream>),
     Ws(SplitSink<Ws, Message>),
 }
 
@@ -84,6 +140,18 @@ pub(crate) async fn open(endpoint: &Endpoint) -> Result<(Reader, Writer, Option<
         Endpoint::Unix { path, token } => {
             let (reader, writer) = open_unix(path).await?;
             Ok((reader, writer, token.clone()))
+        }
+        Endpoint::InProcess { connect, token } => {
+            let pipe = (connect.0)().map_err(|error| Error::Connect {
+                endpoint: "the hub (in-process)".into(),
+                error,
+            })?;
+            let (read, write) = tokio::io::split(pipe);
+            Ok((
+                lines_from(LineSource::InProcess(read)),
+                Writer::InProcess(write),
+                token.clone(),
+            ))
         }
         Endpoint::WebSocket {
             url,
@@ -123,14 +191,15 @@ async fn open_unix(path: &Path) -> Result<(Reader, Writer), Error> {
         error: source,
     })?;
     let writer = socket.writer();
-    Ok((
-        Reader::Unix {
-            socket,
-            buf: vec![0; READ_BYTES],
-            filled: 0,
-        },
-        Writer::Unix(writer),
-    ))
+    Ok((lines_from(LineSource::Unix(socket)), Writer::Unix(writer)))
+}
+
+fn lines_from(source: LineSource) -> Reader {
+    Reader::Lines {
+        source,
+        buf: vec![0; READ_BYTES],
+        filled: 0,
+    }
 }
 
 impl Reader {
@@ -141,8 +210,8 @@ impl Reader {
         mut on_message: impl FnMut(&[u8]),
     ) -> std::io::Result<bool> {
         match self {
-            Reader::Unix {
-                socket,
+            Reader::Lines {
+                source,
                 buf,
                 filled,
             } => {
@@ -150,10 +219,8 @@ impl Reader {
                     // A message longer than the buffer: room for more of it.
                     buf.resize(buf.len() * 2, 0);
                 }
-                let read = std::future::poll_fn(|cx| socket.poll_read(cx, &mut buf[*filled..]));
-                let n = match read.await {
-                    ReadOutcome::Bytes(n) => n,
-                    ReadOutcome::Closed => return Ok(false),
+                let Some(n) = source.read(&mut buf[*filled..]).await? else {
+                    return Ok(false);
                 };
                 // The line carried over has no newline: only new bytes are
                 // searched.
@@ -196,6 +263,7 @@ impl Writer {
     pub(crate) async fn write_batch(&mut self, batch: &[u8]) -> std::io::Result<()> {
         match self {
             Writer::Unix(writer) => writer.write_all(batch).await,
+            Writer::InProcess(pipe) => pipe.write_all(batch).await,
             Writer::Ws(sink) => {
                 let mut start = 0;
                 for end in memchr::memchr_iter(b'\n', batch) {
@@ -213,6 +281,9 @@ impl Writer {
     pub(crate) async fn close(&mut self) {
         match self {
             Writer::Unix(writer) => writer.shutdown(),
+            Writer::InProcess(pipe) => {
+                let _ = pipe.shutdown().await;
+            }
             Writer::Ws(sink) => {
                 let _ = sink.close().await;
             }
@@ -226,19 +297,15 @@ mod tests {
     use tokio::io::AsyncWriteExt;
 
     fn reader_of(stream: UnixStream) -> Reader {
-        Reader::Unix {
-            socket: ReadableStream::new(stream).unwrap(),
-            buf: vec![0; READ_BYTES],
-            filled: 0,
-        }
+        lines_from(LineSource::Unix(ReadableStream::new(stream).unwrap()))
     }
 
     /// Lines split across reads, one longer than the buffer, and a last
     /// line without its newline (not handed on: the hub sends none).
-    #[tokio::test]
-    async fn unix_lines_are_whole_however_they_arrive() {
-        let (ours, mut theirs) = UnixStream::pair().unwrap();
-        let mut reader = reader_of(ours);
+    async fn lines_are_whole_however_they_arrive(
+        mut reader: Reader,
+        mut theirs: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+    ) -> Reader {
         let long = "x".repeat(3 * READ_BYTES);
         let writer = tokio::spawn(async move {
             theirs.write_all(b"{\"a\":").await.unwrap();
@@ -258,7 +325,21 @@ mod tests {
         assert_eq!(lines[0], b"{\"a\":1}");
         assert_eq!(lines[1], b"{\"b\":2}");
         assert_eq!(lines[2].len(), 3 * READ_BYTES);
-        let Reader::Unix { buf, filled, .. } = &reader else {
+        reader
+    }
+
+    #[tokio::test]
+    async fn in_process_lines_are_whole_however_they_arrive() {
+        let (ours, theirs) = tokio::io::duplex(1024);
+        let (read, _write) = tokio::io::split(ours);
+        lines_are_whole_however_they_arrive(lines_from(LineSource::InProcess(read)), theirs).await;
+    }
+
+    #[tokio::test]
+    async fn unix_lines_are_whole_however_they_arrive() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let reader = lines_are_whole_however_they_arrive(reader_of(ours), theirs).await;
+        let Reader::Lines { buf, filled, .. } = &reader else {
             unreachable!()
         };
         assert_eq!(&buf[..*filled], b"{\"c\"");
@@ -277,7 +358,7 @@ mod tests {
         }
         writer.await.unwrap();
         assert_eq!(got, 2 * READ_BYTES);
-        let Reader::Unix { buf, filled, .. } = &reader else {
+        let Reader::Lines { buf, filled, .. } = &reader else {
             unreachable!()
         };
         assert_eq!((*filled, buf.len()), (0, READ_BYTES));

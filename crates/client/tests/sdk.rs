@@ -66,6 +66,53 @@ async fn request_and_notify_between_two_clients() {
     hub.stop().await;
 }
 
+/// A client in the hub's own process (the endpoint door's in-process
+/// connection, as the MCP gateway behind `/mcp` has) serves and calls as a
+/// socket client does, and a connection the hub refuses is an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_in_process_client_serves_and_calls_like_a_socket_client() {
+    let hub = TestHub::builder()
+        .config("[limits]\nmaxConnections = 2\n")
+        .start()
+        .await;
+    let owner = hub.in_process_client("in-process owner").await;
+    let service = owner
+        .register(&json!({"protocol": "demo"}), echo())
+        .await
+        .unwrap();
+    let caller = hub.client("caller").await;
+    let answer: Value = caller
+        .request(&service.id(), "echo", &json!({"big": "x".repeat(200_000)}))
+        .await
+        .unwrap();
+    assert_eq!(answer["big"].as_str().map(str::len), Some(200_000));
+
+    let theirs = caller
+        .register(&json!({"protocol": "demo"}), echo())
+        .await
+        .unwrap();
+    let answer: Value = owner
+        .request(&theirs.id(), "echo", &json!([1, 2]))
+        .await
+        .unwrap();
+    assert_eq!(answer, json!([1, 2]));
+
+    let door = hub.door();
+    let refused = Client::connect_with(switchboard_client::ConnectOptions {
+        endpoint: switchboard_client::Endpoint::InProcess {
+            connect: switchboard_client::Connector::new(move || Ok(door.connect()?)),
+            token: Some(hub.info().token.clone()),
+        },
+        client_name: "one too many".into(),
+    })
+    .await;
+    let error = refused
+        .err()
+        .expect("a third connection past maxConnections = 2");
+    assert!(error.to_string().contains("maxConnections"), "{error}");
+    hub.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_are_typed() {
     let hub = TestHub::start().await;

@@ -26,6 +26,9 @@ use crate::wire;
 pub enum Transport {
     Unix,
     WebSocket,
+    /// A client in the hub's own process (an add-on's, such as the MCP
+    /// gateway behind `/mcp`), over an in-memory pipe (`in_process.rs`).
+    InProcess,
     /// A WebSocket over TLS on the remote listener (`--remote`): only named
     /// principals authenticate there.
     Remote,
@@ -42,7 +45,9 @@ impl Transport {
     pub fn framing(self) -> Framing {
         match self {
             Transport::WebSocket | Transport::Remote => Framing::WebSocketText,
-            Transport::Unix | Transport::Link | Transport::Feed => Framing::Lines,
+            Transport::Unix | Transport::InProcess | Transport::Link | Transport::Feed => {
+                Framing::Lines
+            }
         }
     }
 
@@ -50,7 +55,7 @@ impl Transport {
     pub fn is_client(self) -> bool {
         matches!(
             self,
-            Transport::Unix | Transport::WebSocket | Transport::Remote
+            Transport::Unix | Transport::InProcess | Transport::WebSocket | Transport::Remote
         )
     }
 
@@ -58,6 +63,7 @@ impl Transport {
     pub fn label(self) -> &'static str {
         match self {
             Transport::Unix => "unix",
+            Transport::InProcess => "in-process",
             Transport::WebSocket => "websocket",
             Transport::Remote => "remote",
             Transport::Link => "hub link",

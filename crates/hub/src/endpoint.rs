@@ -5,10 +5,11 @@
 //! Through an [`EndpointDoor`] it may authenticate a bearer token exactly
 //! as the hub authenticates one at `initialize` (the hub's own token on
 //! loopback only, a named principal's anywhere), learn the profile a
-//! principal is bound to, and find the hub's Unix socket, whose clients it
-//! then becomes: everything it does for a caller it does as a client of the
-//! hub with the caller's token, under the caller's grants. Nothing else of
-//! the hub is reachable from here.
+//! principal is bound to, and connect to the hub in-process (an in-memory
+//! pipe the hub serves as it serves its Unix socket), becoming its client:
+//! everything it does for a caller it does as a client of the hub with the
+//! caller's token, under the caller's grants. Nothing else of the hub is
+//! reachable from here.
 //!
 //! The hub asks of it only its [`Endpoint`]: routes, mounted behind the
 //! port's Origin and Host checks, and which of them the remote (TLS)
@@ -22,11 +23,13 @@ use std::sync::{Arc, Weak};
 
 use axum::http::Extensions;
 use switchboard_protocol::Principal;
+use tokio::io::DuplexStream;
 use tokio_util::task::TaskTracker;
 
 pub use crate::add_ons::Endpoint;
 pub use crate::ids::mint_token;
 use crate::state::HubState;
+pub use crate::transport::in_process::ConnectError;
 use crate::transport::socket::Socket;
 
 /// Makes the endpoint, once, while the hub starts and before it listens.
@@ -37,7 +40,8 @@ pub type Attach = Box<dyn FnOnce(EndpointDoor, &TaskTracker) -> Endpoint + Send>
 #[derive(Clone)]
 pub struct EndpointDoor {
     hub: Weak<HubState>,
-    socket: PathBuf,
+    /// Where in-process connections are served (shutdown waits on them).
+    tasks: TaskTracker,
 }
 
 /// Who a bearer token is, as the hub would authenticate it.
@@ -50,10 +54,10 @@ pub struct Bearer {
 }
 
 impl EndpointDoor {
-    pub(crate) fn new(hub: &Arc<HubState>, socket: PathBuf) -> Self {
+    pub(crate) fn new(hub: &Arc<HubState>, tasks: &TaskTracker) -> Self {
         EndpointDoor {
             hub: Arc::downgrade(hub),
-            socket,
+            tasks: tasks.clone(),
         }
     }
 
@@ -83,9 +87,13 @@ impl EndpointDoor {
             .is_some_and(|socket| socket.remote)
     }
 
-    /// The hub's Unix socket, where the endpoint connects as its callers.
-    pub fn socket(&self) -> &std::path::Path {
-        &self.socket
+    /// A new client connection to the hub in this process: the client's
+    /// end of an in-memory pipe, one JSON-RPC message per line, as on the
+    /// Unix socket (`transport/in_process.rs`). It counts against
+    /// `maxConnections` and authenticates at `initialize` like any other.
+    pub fn connect(&self) -> Result<DuplexStream, ConnectError> {
+        let hub = self.hub.upgrade().ok_or(ConnectError::ShuttingDown)?;
+        crate::transport::in_process::connect(&hub, &self.tasks)
     }
 
     /// The config file in force (`None`: the hub runs on defaults).

@@ -116,7 +116,7 @@ impl Hub {
             let _ = state.observer.set(attach(HubView::new(&state), &tasks));
         }
         if let Some(attach) = add_ons.endpoint {
-            let door = EndpointDoor::new(&state, dir.socket_path());
+            let door = EndpointDoor::new(&state, &tasks);
             let _ = state.endpoint.set(attach(door, &tasks));
         }
 

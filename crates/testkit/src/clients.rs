@@ -3,13 +3,26 @@
 use std::path::Path;
 
 use switchboard_client::protocol::discovery::HubInfo;
-use switchboard_client::{Client, ConnectOptions, Endpoint};
+use switchboard_client::{Client, ConnectOptions, Connector, Endpoint};
 
 /// A client of the `direct` principal on the hub's Unix socket.
 pub async fn connect_unix(info: &HubInfo, name: &str) -> Client {
     connect(
         Endpoint::Unix {
             path: info.socket.clone(),
+            token: Some(info.token.clone()),
+        },
+        name,
+    )
+    .await
+}
+
+/// A client of the `direct` principal over the in-process connection
+/// `connector` makes.
+pub async fn connect_in_process(connector: Connector, info: &HubInfo, name: &str) -> Client {
+    connect(
+        Endpoint::InProcess {
+            connect: connector,
             token: Some(info.token.clone()),
         },
         name,

@@ -1,10 +1,14 @@
 //! A real hub in the test's own runtime, over its real sockets.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use switchboard_client::protocol::discovery::HubInfo;
 use switchboard_client::Client;
 use switchboard_dashboard::Dashboard;
+use switchboard_hub::endpoint::{Endpoint, EndpointDoor};
 use switchboard_hub::{AddOns, Hub, HubOptions};
 use switchboard_modules::Modules;
 
@@ -24,6 +28,8 @@ pub struct TestHub {
     hub: Option<Hub>,
     dir: PathBuf,
     options: HubOptions,
+    /// The endpoint door of the running hub, as an add-on holds it.
+    door: Arc<Mutex<Option<EndpointDoor>>>,
     temp: tempfile::TempDir,
 }
 
@@ -66,12 +72,23 @@ impl TestHub {
     pub async fn serve(&mut self) {
         assert!(self.hub.is_none(), "the test hub runs already");
         // Fresh add-ons for each start, as a new `switchboard serve` has.
+        let door = self.door.clone();
         let add_ons = AddOns {
             observer: Some(Box::new(Dashboard::attach)),
             supervisor: Some(Box::new(Modules::start)),
             // The MCP gateway's `/mcp` is tested on the real binary
-            // (crates/cli tests), where `serve` attaches it.
-            endpoint: None,
+            // (crates/cli tests), where `serve` attaches it. Here the
+            // endpoint serves no route; its door is kept for
+            // [`TestHub::door`].
+            endpoint: Some(Box::new(move |attached, _| {
+                *door.lock() = Some(attached);
+                Endpoint {
+                    routes: axum::Router::new(),
+                    remote_paths: Vec::new(),
+                    mcp_path: None,
+                    keep_alive_paths: Vec::new(),
+                }
+            })),
         };
         let hub = Hub::start_with(self.options.clone(), add_ons)
             .await
@@ -89,6 +106,15 @@ impl TestHub {
     /// What `hub.json` says: socket, WebSocket URL, the `direct` token.
     pub fn info(&self) -> &HubInfo {
         self.hub().info()
+    }
+
+    /// The running hub's endpoint door, as an add-on holds it (its
+    /// in-process connections, its authentication).
+    pub fn door(&self) -> EndpointDoor {
+        self.door
+            .lock()
+            .clone()
+            .expect("the test hub is not running (serve it first)")
     }
 
     /// The hub directory.
@@ -111,6 +137,18 @@ impl TestHub {
     /// A client of the `direct` principal on the Unix socket.
     pub async fn client(&self, name: &str) -> Client {
         clients::connect_unix(self.info(), name).await
+    }
+
+    /// A client of the `direct` principal connected in-process, through
+    /// the endpoint door, as the MCP gateway behind `/mcp` is.
+    pub async fn in_process_client(&self, name: &str) -> Client {
+        let door = self.door();
+        clients::connect_in_process(
+            switchboard_client::Connector::new(move || Ok(door.connect()?)),
+            self.info(),
+            name,
+        )
+        .await
     }
 
     /// A client of the `direct` principal on the WebSocket.
@@ -194,6 +232,7 @@ impl TestHubBuilder {
             hub: None,
             dir,
             options,
+            door: Arc::default(),
             temp,
         }
     }

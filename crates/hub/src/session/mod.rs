@@ -72,11 +72,14 @@ impl Session {
     pub fn new(hub: Arc<HubState>, conn: Arc<Conn>, bearer: Option<Bearer>) -> Self {
         let peer = match conn.transport {
             Transport::Unix => PeerProcess::Unix(None),
-            // Links and the feed never speak through a session; were one
-            // to, it would be no process the hub could check, like a WebSocket.
-            Transport::WebSocket | Transport::Remote | Transport::Link | Transport::Feed => {
-                PeerProcess::WebSocket
-            }
+            // An in-process client is no process of its own. Links and the
+            // feed never speak through a session; were one to, it would be
+            // no process the hub could check either, like a WebSocket.
+            Transport::InProcess
+            | Transport::WebSocket
+            | Transport::Remote
+            | Transport::Link
+            | Transport::Feed => PeerProcess::WebSocket,
         };
         Session {
             hub,

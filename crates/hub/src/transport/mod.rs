@@ -14,6 +14,7 @@ use crate::state::HubState;
 use crate::teardown;
 
 pub mod http;
+pub mod in_process;
 mod response;
 pub(crate) mod socket;
 pub mod tls;

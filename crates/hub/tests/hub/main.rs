@@ -10,6 +10,7 @@ mod callbacks;
 mod dashboard;
 mod dashboard_forgery;
 mod end_to_end;
+mod in_process;
 mod lifecycle;
 mod limits;
 mod malformed;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use switchboard_client::Endpoint;
+use switchboard_client::{Connector, Endpoint};
+use switchboard_hub::endpoint::EndpointDoor;
 use switchboard_tools::consumer::Profile;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -42,12 +43,13 @@ pub struct Consumers {
 }
 
 impl Consumers {
-    /// The gateway for `key`, started (with `token`, on the hub's socket)
-    /// if there is none; counts one more session on it.
+    /// The gateway for `key`, started (with `token`, connected to the hub
+    /// in-process through `door`) if there is none; counts one more
+    /// session on it.
     pub async fn acquire(
         &self,
         key: &ConsumerKey,
-        socket: &std::path::Path,
+        door: &EndpointDoor,
         token: &str,
         profile: Option<Profile>,
     ) -> Arc<Gateway> {
@@ -63,9 +65,10 @@ impl Consumers {
         };
         cell.get_or_init(|| async {
             tracing::info!(principal = key.principal, profile = ?key.profile, "starting an MCP gateway for HTTP sessions");
+            let door = door.clone();
             Gateway::start(GatewayOptions {
-                endpoint: Endpoint::Unix {
-                    path: socket.to_owned(),
+                endpoint: Endpoint::InProcess {
+                    connect: Connector::new(move || Ok(door.connect()?)),
                     token: Some(token.to_owned()),
                 },
                 profile,

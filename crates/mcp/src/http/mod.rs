@@ -16,7 +16,8 @@
 //!   or another principal's session id: 404.
 //! - Each session is one `Gateway::serve` session (`session.rs`) on a
 //!   gateway shared by the sessions of one principal and profile
-//!   (`consumers.rs`), a client of the hub with the caller's token: the
+//!   (`consumers.rs`), a client of the hub in the hub's own process (the
+//!   door's in-process connection, no socket) with the caller's token: the
 //!   caller's grants hold, and what a provider sends back during a call
 //!   reaches the session that made it, and no other.
 //! - Profiles: `?profile=NAME`, or the one `[principals.X] profile` binds
@@ -208,7 +209,7 @@ impl Front {
         };
         let gateway = self
             .consumers
-            .acquire(&key, self.door.socket(), &caller.token, profile)
+            .acquire(&key, &self.door, &caller.token, profile)
             .await;
         held.hand_over();
         let id = keep.then(mint_token);

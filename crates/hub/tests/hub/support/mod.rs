@@ -24,8 +24,7 @@ use switchboard_hub::{Bookkeeping, Hub};
 use switchboard_protocol::hub::ReloadResult;
 use switchboard_testkit::http;
 pub use switchboard_testkit::{metric_value, WAIT};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, DuplexStream};
 use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -136,6 +135,21 @@ impl TestHub {
         let mut client = self.connect(label).await;
         client.initialize_ok(Some(&self.token)).await;
         client
+    }
+
+    /// The endpoint door an add-on holds.
+    pub fn door(&self) -> switchboard_hub::endpoint::EndpointDoor {
+        self.hub.door()
+    }
+
+    /// An in-process connection (not initialized), through the endpoint
+    /// door.
+    pub fn connect_in_process(&self, label: &str) -> RawClient {
+        let pipe = self
+            .door()
+            .connect()
+            .unwrap_or_else(|error| panic!("{label}: no in-process connection: {error}"));
+        RawClient::in_process(label, pipe)
     }
 
     /// An initialized Unix-socket client of a named principal.
@@ -321,7 +335,8 @@ enum Event {
 type WsSocket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<TcpStream>>;
 
 enum Writer {
-    Unix(OwnedWriteHalf),
+    /// Lines: the Unix socket, or an in-process connection's pipe.
+    Lines(Box<dyn AsyncWrite + Send + Unpin>),
     WebSocket(futures_util::stream::SplitSink<WsSocket, WsMessage>),
 }
 
@@ -349,7 +364,21 @@ pub struct RawClient {
 
 impl RawClient {
     fn unix(label: &str, stream: UnixStream) -> Self {
-        let (mut read, write) = stream.into_split();
+        let (read, write) = stream.into_split();
+        Self::lines(label, read, write)
+    }
+
+    /// A connection in the hub's own process, through its endpoint door.
+    pub fn in_process(label: &str, pipe: DuplexStream) -> Self {
+        let (read, write) = tokio::io::split(pipe);
+        Self::lines(label, read, write)
+    }
+
+    fn lines(
+        label: &str,
+        mut read: impl AsyncRead + Send + Unpin + 'static,
+        write: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Self {
         let (events_tx, events) = mpsc::unbounded_channel();
         let (reading, mut gate) = watch::channel(true);
         tokio::spawn(async move {
@@ -371,7 +400,7 @@ impl RawClient {
                 }
             }
         });
-        Self::new(label, Writer::Unix(write), events, reading)
+        Self::new(label, Writer::Lines(Box::new(write)), events, reading)
     }
 
     fn websocket(label: &str, socket: WsSocket) -> Self {
@@ -432,7 +461,7 @@ impl RawClient {
     pub async fn send_raw(&mut self, bytes: &[u8]) {
         let label = self.label.clone();
         let sent = match &mut self.writer {
-            Writer::Unix(write) => within(WAIT, &label, "write", write.write_all(bytes))
+            Writer::Lines(write) => within(WAIT, &label, "write", write.write_all(bytes))
                 .await
                 .map_err(|e| e.to_string()),
             Writer::WebSocket(sink) => {
@@ -450,7 +479,7 @@ impl RawClient {
     /// Sends one message: a line on the Unix socket, a frame on a WebSocket.
     pub async fn send_line(&mut self, text: &str) {
         match self.writer {
-            Writer::Unix(_) => {
+            Writer::Lines(_) => {
                 let mut line = text.as_bytes().to_vec();
                 line.push(b'\n');
                 self.send_raw(&line).await
@@ -736,7 +765,7 @@ impl RawClient {
     pub async fn close(mut self) {
         let label = self.label.clone();
         match &mut self.writer {
-            Writer::Unix(write) => {
+            Writer::Lines(write) => {
                 let _ = within(WAIT, &label, "shutdown", write.shutdown()).await;
             }
             Writer::WebSocket(sink) => {
