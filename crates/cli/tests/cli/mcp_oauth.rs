@@ -53,9 +53,15 @@ async fn start_ready(mut command: std::process::Command, what: &str) -> (Process
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
     });
-    let line = tokio::time::timeout(Duration::from_secs(60), line)
-        .await
-        .unwrap_or_else(|_| panic!("{what} was not ready within 60 s"))
+    let Ok(line) = tokio::time::timeout(Duration::from_secs(60), line).await else {
+        // Killed first: its end of the pipe closes, so the blocking read
+        // returns and the runtime can shut down; the test fails here
+        // instead of hanging in the runtime's drop.
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{what} was not ready within 60 s");
+    };
+    let line = line
         .unwrap()
         .unwrap_or_else(|error| panic!("read {what}'s ready line: {error}"));
     let ready = serde_json::from_str(line.trim())

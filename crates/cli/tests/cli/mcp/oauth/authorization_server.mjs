@@ -47,7 +47,7 @@
 //   OAUTH_APP_REDIRECT_URI     its redirect URI (required with the id)
 //   OAUTH_QUIET=1              do not log requests to stderr
 
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
@@ -124,7 +124,19 @@ const isLoopbackResource = (value) => {
   );
 };
 
-const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+// The signing key, generated as PEM and only then made a key object to
+// export as a JWK. Exporting the key object `generateKeyPairSync` returns
+// can deadlock Node 20: the export holds the key's lock while it
+// allocates, a garbage collection in that allocation runs the finished
+// key-generation job's destructor, and that destructor takes the same
+// lock (seen in CI: the server never printed its ready line). The key
+// object made from the PEM shares no lock with the job.
+const { privateKey: privatePem } = generateKeyPairSync('rsa', {
+  modulusLength: 2048,
+  publicKeyEncoding: { type: 'spki', format: 'pem' },
+  privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+});
+const privateKey = createPrivateKey(privatePem);
 
 const provider = new Provider(issuer, {
   clients: [
