@@ -21,7 +21,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
-use crate::outbound::Batch;
 use crate::session::{Flow, Session};
 use crate::state::HubState;
 use crate::transport::{self, unix::split_lines};
@@ -75,7 +74,7 @@ pub fn connect(hub: &Arc<HubState>, tasks: &TaskTracker) -> Result<DuplexStream,
 async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, pipe: DuplexStream) {
     let (reader, writer) = tokio::io::split(pipe);
     let session = Session::new(hub.clone(), conn.clone(), None);
-    let write = write_batches(conn.clone(), writer);
+    let write = transport::write_batches(conn.clone(), writer);
     let read = read_lines(session, reader);
     transport::run(hub, conn, read, write).await;
 }
@@ -108,22 +107,12 @@ async fn read_lines(mut session: Session, mut pipe: ReadHalf<DuplexStream>) {
     }
 }
 
-async fn write_batches(conn: Arc<Conn>, mut pipe: WriteHalf<DuplexStream>) {
-    let mut batch = Vec::new();
-    loop {
-        match conn.out.next_batch(&mut batch).await {
-            Batch::Done => break,
-            Batch::Write => {}
-        }
-        let written = tokio::select! {
-            written = pipe.write_all(&batch) => written,
-            () = conn.out.aborted() => return,
-        };
-        if written.is_err() {
-            conn.out.abort();
-            return;
-        }
-        conn.out.written(&mut batch);
+impl transport::LineSink for WriteHalf<DuplexStream> {
+    async fn write_all(&mut self, batch: &[u8]) -> io::Result<()> {
+        AsyncWriteExt::write_all(self, batch).await
     }
-    let _ = pipe.shutdown().await;
+
+    async fn shutdown(&mut self) {
+        let _ = AsyncWriteExt::shutdown(self).await;
+    }
 }

@@ -5,11 +5,13 @@
 //! connection's `Session`; the writer drains the connection's `Outbound`.
 
 use std::future::Future;
+use std::io;
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::conn::Conn;
+use crate::outbound::Batch;
 use crate::state::HubState;
 use crate::teardown;
 
@@ -109,6 +111,37 @@ pub async fn run(
         }
     }
     teardown::release(&hub, &conn);
+}
+
+/// Where a line-framed connection's writer puts its batches: the Unix
+/// socket (`unix.rs`) or an in-process pipe (`in_process.rs`).
+pub(crate) trait LineSink {
+    async fn write_all(&mut self, batch: &[u8]) -> io::Result<()>;
+    /// The end of the stream, once the queue is done.
+    async fn shutdown(&mut self);
+}
+
+/// Drains `conn`'s queue into `sink`, a whole batch per write, until the
+/// queue is done (then ends the stream), the connection is aborted, or a
+/// write fails (then aborts it).
+pub(crate) async fn write_batches(conn: Arc<Conn>, mut sink: impl LineSink) {
+    let mut batch = Vec::new();
+    loop {
+        match conn.out.next_batch(&mut batch).await {
+            Batch::Done => break,
+            Batch::Write => {}
+        }
+        let written = tokio::select! {
+            written = sink.write_all(&batch) => written,
+            () = conn.out.aborted() => return,
+        };
+        if written.is_err() {
+            conn.out.abort();
+            return;
+        }
+        conn.out.written(&mut batch);
+    }
+    sink.shutdown().await;
 }
 
 #[cfg(test)]

@@ -19,7 +19,6 @@ use tokio_util::task::TaskTracker;
 
 use crate::admission::Slot;
 use crate::conn::{Conn, Transport};
-use crate::outbound::Batch;
 use crate::session::{Flow, Session};
 use crate::state::HubState;
 use crate::transport::{self, AcceptBackoff};
@@ -116,7 +115,7 @@ async fn serve(hub: Arc<HubState>, conn: Arc<Conn>, stream: UnixStream) {
         }
     };
     let session = Session::new(hub.clone(), conn.clone(), None).with_peer_pid(peer_pid);
-    let write = write_batches(conn.clone(), stream.writer());
+    let write = transport::write_batches(conn.clone(), stream.writer());
     let read = read_lines(session, stream);
     transport::run(hub, conn, read, write).await;
 }
@@ -252,22 +251,12 @@ pub(crate) fn split_lines(
     Flow::Continue
 }
 
-async fn write_batches(conn: Arc<Conn>, mut socket: Writer) {
-    let mut batch = Vec::new();
-    loop {
-        match conn.out.next_batch(&mut batch).await {
-            Batch::Done => break,
-            Batch::Write => {}
-        }
-        let written = tokio::select! {
-            written = socket.write_all(&batch) => written,
-            () = conn.out.aborted() => return,
-        };
-        if written.is_err() {
-            conn.out.abort();
-            return;
-        }
-        conn.out.written(&mut batch);
+impl transport::LineSink for Writer {
+    async fn write_all(&mut self, batch: &[u8]) -> io::Result<()> {
+        Writer::write_all(self, batch).await
     }
-    socket.shutdown();
+
+    async fn shutdown(&mut self) {
+        Writer::shutdown(self);
+    }
 }
