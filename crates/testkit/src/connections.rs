@@ -308,13 +308,6 @@ impl std::fmt::Display for Report {
             )?,
         }
         writeln!(f, "routing_probes_answered: {}", self.probes_answered)?;
-        if self.failures.is_empty() {
-            writeln!(f, "RESULT: PASS")
-        } else {
-            for failure in &self.failures {
-                writeln!(f, "FAILURE: {failure}")?;
-            }
-            writeln!(f, "RESULT: FAIL")
-        }
+        crate::outcome::write(f, &self.failures)
     }
 }

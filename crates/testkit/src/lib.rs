@@ -42,6 +42,7 @@ mod in_process;
 mod line_client;
 pub mod metrics;
 pub mod nats;
+mod outcome;
 mod process;
 pub mod procfs;
 pub mod sampler;

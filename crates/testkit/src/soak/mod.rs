@@ -316,13 +316,6 @@ impl std::fmt::Display for Report {
         for (name, value) in self.stats.stats.all() {
             writeln!(f, "{name}: {value}")?;
         }
-        if self.failures.is_empty() {
-            writeln!(f, "RESULT: PASS")
-        } else {
-            for failure in &self.failures {
-                writeln!(f, "FAILURE: {failure}")?;
-            }
-            writeln!(f, "RESULT: FAIL")
-        }
+        crate::outcome::write(f, &self.failures)
     }
 }

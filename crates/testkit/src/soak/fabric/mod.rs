@@ -520,13 +520,6 @@ impl fmt::Display for Report {
         for (name, in_flight) in &self.in_flight_after {
             writeln!(f, "hub_{name}_in_flight_after: {in_flight:?}")?;
         }
-        if self.failures.is_empty() {
-            writeln!(f, "RESULT: PASS")
-        } else {
-            for failure in &self.failures {
-                writeln!(f, "FAILURE: {failure}")?;
-            }
-            writeln!(f, "RESULT: FAIL")
-        }
+        crate::outcome::write(f, &self.failures)
     }
 }

@@ -95,15 +95,7 @@ impl fmt::Display for Report {
         for line in &self.lines {
             writeln!(f, "{line}")?;
         }
-        for failure in &self.failures {
-            writeln!(f, "FAILURE: {failure}")?;
-        }
-        let verdict = if self.failures.is_empty() {
-            "PASS"
-        } else {
-            "FAIL"
-        };
-        writeln!(f, "RESULT: {verdict}")
+        crate::outcome::write(f, &self.failures)
     }
 }
 
