@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     ContentBlock, ContentChunk, LoadSessionResponse, NewSessionResponse, ResumeSessionResponse,
-    SessionUpdate,
+    SessionConfigOption, SessionUpdate,
 };
 use agent_client_protocol::v1::{ConnectionTo, Responder};
 use agent_client_protocol::{Client, Error};
@@ -32,6 +32,14 @@ use crate::tools::paths::Roots;
 enum Reopen {
     Load,
     Resume,
+}
+
+/// What `session/load` and `session/resume` ask for.
+struct StoredRequest {
+    how: Reopen,
+    id: String,
+    roots: Roots,
+    servers: Vec<ServerSpec>,
 }
 
 /// A reopened session, and what to tell the user in it after the answer.
@@ -143,20 +151,16 @@ impl Front {
     ) {
         let id = request.session_id.0.to_string();
         let roots = Roots::new(request.cwd, request.additional_directories);
-        let reservation = match self.reserve_stored(&id, &roots) {
-            Ok(reservation) => reservation,
-            Err(error) => return answer(responder, Err(error)),
+        let stored = StoredRequest {
+            how: Reopen::Load,
+            id,
+            roots,
+            servers,
         };
-        let front = self.clone();
-        self.tasks.spawn(async move {
-            let opened = front
-                .reopen(Reopen::Load, reservation, roots, servers, &cx)
-                .await;
-            front.answer_reopened(opened, responder, &cx, |settings, options| {
-                LoadSessionResponse::new()
-                    .modes(settings.mode.state())
-                    .config_options(options)
-            });
+        self.reopen_stored(stored, responder, cx, |settings, options| {
+            LoadSessionResponse::new()
+                .modes(settings.mode.state())
+                .config_options(options)
         });
     }
 
@@ -169,20 +173,41 @@ impl Front {
     ) {
         let id = request.session_id.0.to_string();
         let roots = Roots::new(request.cwd, request.additional_directories);
+        let stored = StoredRequest {
+            how: Reopen::Resume,
+            id,
+            roots,
+            servers,
+        };
+        self.reopen_stored(stored, responder, cx, |settings, options| {
+            ResumeSessionResponse::new()
+                .modes(settings.mode.state())
+                .config_options(options)
+        });
+    }
+
+    /// Both: the roots checked and the id reserved now, in dispatch order;
+    /// the store read, the servers started and the answer made by a task.
+    fn reopen_stored<T: agent_client_protocol::JsonRpcResponse + Send + 'static>(
+        self: &Arc<Self>,
+        StoredRequest {
+            how,
+            id,
+            roots,
+            servers,
+        }: StoredRequest,
+        responder: Responder<T>,
+        cx: ConnectionTo<Client>,
+        response: impl FnOnce(&Settings, Vec<SessionConfigOption>) -> T + Send + 'static,
+    ) {
         let reservation = match self.reserve_stored(&id, &roots) {
             Ok(reservation) => reservation,
             Err(error) => return answer(responder, Err(error)),
         };
         let front = self.clone();
         self.tasks.spawn(async move {
-            let opened = front
-                .reopen(Reopen::Resume, reservation, roots, servers, &cx)
-                .await;
-            front.answer_reopened(opened, responder, &cx, |settings, options| {
-                ResumeSessionResponse::new()
-                    .modes(settings.mode.state())
-                    .config_options(options)
-            });
+            let opened = front.reopen(how, reservation, roots, servers, &cx).await;
+            front.answer_reopened(opened, responder, &cx, response);
         });
     }
 
@@ -196,10 +221,7 @@ impl Front {
         opened: Result<Reopened, Error>,
         responder: Responder<T>,
         cx: &ConnectionTo<Client>,
-        response: impl FnOnce(
-            &Settings,
-            Vec<agent_client_protocol::v1::schema::SessionConfigOption>,
-        ) -> T,
+        response: impl FnOnce(&Settings, Vec<SessionConfigOption>) -> T,
     ) {
         match opened {
             Err(error) => answer(responder, Err(error)),
