@@ -3,17 +3,23 @@
 //! session servers reach their servers: rmcp behind the wire tap, calls
 //! written around rmcp, progress routes, the server's own requests).
 //!
-//! The server is `sh` replaying the input in step with the client: each
-//! line the client writes is answered with the input's next line, and when
-//! the client closes its stdin the rest follows. So the first line answers
-//! `initialize` (id 0), the second follows `notifications/initialized`,
-//! the third answers `tools/list` (id 1), the fourth and fifth follow the
-//! two calls the target makes at once (`sb-1` and `sb-2`, each its own
-//! progress token), and so on. The target starts the server, calls its
-//! first tool twice at once (tags 7 and 8, each with a progress sink,
-//! 100 ms), lists its resources, and stops it. The bounds are short: what
-//! is fuzzed is what the client makes of the lines, and every input that
-//! leaves the step waits them out.
+//! The server is a task replaying the input in step with the client, on
+//! two in-memory streams served as a stdio server is
+//! ([`Upstream::streams`]): each line the client writes is answered with
+//! the input's next line, and when the client closes the server's input
+//! the rest follows. So the first line answers `initialize` (id 0), the
+//! second follows `notifications/initialized`, the third answers
+//! `tools/list` (id 1), the fourth and fifth follow the two calls the
+//! target makes at once (`sb-1` and `sb-2`, each its own progress token),
+//! and so on. The target starts the server, calls its first tool twice at
+//! once (tags 7 and 8, each with a progress sink, 100 ms), lists its
+//! resources, and stops it.
+//!
+//! Everything runs on one thread on tokio's paused clock: when every task
+//! waits, the clock jumps to the next deadline, so an input that leaves
+//! the step waits out the client's 100–500 ms bounds in no time, and a
+//! run is the same each time (a process per input and real waits made
+//! this target about five inputs a second).
 //!
 //! Checks: nothing panics; the start, the calls, the list and the stop
 //! each end within their bounds; a failed start names the server; a
@@ -23,19 +29,18 @@
 //! tag no call has; one naming no call in flight is attributed to none.
 #![no_main]
 
-use std::path::PathBuf;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use switchboard_fuzz::mcp;
 use switchboard_mcp_client::{
     start, CallTag, Handler, HandlerFuture, ProgressSink, ProgressUpdate, ServerNotification,
     ServerRequest, StartOptions, Started, ToolCall, Upstream,
 };
 use switchboard_protocol::ErrorObject;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 
 /// How the client names the server in what it says.
 const LABEL: &str = "the fuzzed server";
@@ -43,31 +48,40 @@ const LABEL: &str = "the fuzzed server";
 /// progress tokens) the client gives them, in the order they are first
 /// polled.
 const CALLS: [(CallTag, &str); 2] = [(7, "sb-1"), (8, "sb-2")];
-/// Replays the file `$1`: one line per line read, the rest at the end.
-const REPLAY: &str = r#"exec 3<"$1"
-while IFS= read -r _; do
-  IFS= read -r line <&3 || break
-  printf '%s\n' "$line"
-done
-cat <&3"#;
 
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    // A Rust program's `main` ignores SIGPIPE, so a write to a server that
-    // exited is EPIPE (what `provide-mcp` gets); libFuzzer's `main` does
-    // not, and the first such write would kill the fuzzer.
-    // SAFETY: setting a signal's disposition to SIG_IGN, before any thread
-    // of this runtime exists.
-    unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-    }
-    mcp::runtime()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
 });
 
-static SCRIPT: LazyLock<(tempfile::TempDir, PathBuf)> = LazyLock::new(|| {
-    let dir = tempfile::tempdir().expect("a temp dir");
-    let path = dir.path().join("server-output");
-    (dir, path)
-});
+/// The server: one line of `script` for each line read from `side`, then,
+/// once `side`'s input ends or the script runs out, the rest of it; then
+/// its output ends.
+async fn replay(side: DuplexStream, script: Vec<u8>) {
+    let (read, mut write) = tokio::io::split(side);
+    let mut read = BufReader::new(read);
+    let mut lines = script.split_inclusive(|&byte| byte == b'\n');
+    let mut heard = Vec::new();
+    loop {
+        heard.clear();
+        if !matches!(read.read_until(b'\n', &mut heard).await, Ok(1..)) {
+            break;
+        }
+        let Some(line) = lines.next() else { break };
+        if write.write_all(line).await.is_err() {
+            return;
+        }
+    }
+    for line in lines {
+        if write.write_all(line).await.is_err() {
+            return;
+        }
+    }
+    let _ = write.shutdown().await;
+}
 
 /// What the server asked and told: the method, the progress token its
 /// params named (if a string), and the call it was attributed to.
@@ -112,11 +126,19 @@ impl Handler for Client {
     }
 
     fn on_logging_message(&self, notification: ServerNotification) {
-        self.0.saw(&notification.method, &notification.params, notification.call);
+        self.0.saw(
+            &notification.method,
+            &notification.params,
+            notification.call,
+        );
     }
 
     fn on_resource_updated(&self, notification: ServerNotification) {
-        self.0.saw(&notification.method, &notification.params, notification.call);
+        self.0.saw(
+            &notification.method,
+            &notification.params,
+            notification.call,
+        );
     }
 }
 
@@ -130,15 +152,16 @@ impl ProgressSink for Sink {
     }
 }
 
-async fn session(path: PathBuf, recorder: Arc<Recorder>) {
-    let mut command = tokio::process::Command::new("sh");
-    command.arg("-c").arg(REPLAY).arg("sh").arg(path);
+async fn session(script: Vec<u8>, recorder: Arc<Recorder>) {
+    let (client_side, server_side) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(replay(server_side, script));
+    let (output, input) = tokio::io::split(client_side);
     let options = StartOptions {
         client_name: "fuzz".into(),
         initialize_timeout: Duration::from_millis(500),
         list_timeout: Duration::from_millis(200),
     };
-    let upstream = Upstream::stdio(LABEL, command);
+    let upstream = Upstream::streams(LABEL, output, input);
     let started = tokio::time::timeout(
         Duration::from_secs(10),
         start(upstream, &options, Arc::new(Client(recorder.clone()))),
@@ -185,10 +208,8 @@ async fn session(path: PathBuf, recorder: Arc<Recorder>) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let path = SCRIPT.1.clone();
-    std::fs::write(&path, data).expect("the server's output is written");
     let recorder = Arc::new(Recorder::default());
-    RUNTIME.block_on(session(path, recorder.clone()));
+    RUNTIME.block_on(session(data.to_vec(), recorder.clone()));
     for (method, token, call) in recorder.seen.lock().iter() {
         let Some(tag) = call else { continue };
         let named = CALLS.iter().find(|(t, _)| t == tag).map(|(_, id)| *id);

@@ -1,6 +1,8 @@
 //! A stdio server's transport: the child process, rmcp's line framing over
 //! its stdout and the queue in front of its stdin (`input.rs`), and the
-//! [`WireTap`] in between.
+//! [`WireTap`] in between. A server on two streams
+//! ([`Streams`](crate::upstream::Streams)) is served the same way, with no
+//! child.
 //!
 //! Stopping it is MCP's stdio shutdown, as rmcp's own child transport does
 //! it: stdin closed, then SIGTERM after [`EXIT_WAIT`], then SIGKILL after
@@ -13,6 +15,7 @@ use std::time::Duration;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::RoleClient;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
 use crate::input::{ChildInput, InputWriter};
@@ -21,10 +24,12 @@ use crate::tap::{TappedWire, WireTap};
 /// How long a child may take to exit after each step of its shutdown.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
 
-pub(crate) struct ChildTransport {
-    /// `None` once it has exited or been killed.
+/// `R`: what the server's output is read from (its stdout).
+pub(crate) struct ChildTransport<R: AsyncRead + Send + Unpin + 'static = ChildStdout> {
+    /// `None` once it has exited or been killed, and for a server on
+    /// streams.
     child: Option<Child>,
-    wire: TappedWire<ChildStdout, InputWriter>,
+    wire: TappedWire<R, InputWriter>,
     input: ChildInput,
 }
 
@@ -76,15 +81,24 @@ impl ChildTransport {
             return Err(std::io::Error::other("the child's stdio is not piped"));
         };
         let stderr = child.stderr.take();
-        let input = ChildInput::start(stdin);
-        Ok((
-            ChildTransport {
-                child: Some(child),
-                wire: TappedWire::new(stdout, input.writer(), tap),
-                input,
-            },
-            stderr,
-        ))
+        let mut transport = ChildTransport::over(stdout, stdin, tap);
+        transport.child = Some(child);
+        Ok((transport, stderr))
+    }
+}
+
+impl<R: AsyncRead + Send + Unpin + 'static> ChildTransport<R> {
+    /// A server that writes `output` and reads `input`, with no process.
+    pub(crate) fn over<W>(output: R, input: W, tap: Arc<WireTap>) -> Self
+    where
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        let input = ChildInput::start(input);
+        ChildTransport {
+            child: None,
+            wire: TappedWire::new(output, input.writer(), tap),
+            input,
+        }
     }
 
     /// The queue in front of the child's stdin, for calls written around
@@ -128,7 +142,7 @@ async fn exited_within(child: &mut Child) -> bool {
     )
 }
 
-impl Transport<RoleClient> for ChildTransport {
+impl<R: AsyncRead + Send + Unpin + 'static> Transport<RoleClient> for ChildTransport<R> {
     type Error = std::io::Error;
 
     fn send(

@@ -75,6 +75,12 @@ pub async fn start(
     let connection = match transport {
         Transport::Stdio(stdio) => start_stdio(label, stdio, bridge, tap, options).await?,
         Transport::Http(http) => start_http(label, http, bridge, tap, options).await?,
+        Transport::Streams(streams) => {
+            let transport = ChildTransport::over(streams.output, streams.input, tap);
+            let input = transport.input();
+            let running = handshake(&label, bridge.serve(transport), options).await?;
+            Connection::open(label, running, None, None, Some(input))
+        }
     };
     match connection.list_tools(options.list_timeout).await {
         Ok(tools) => Ok(Started { connection, tools }),
@@ -173,13 +179,29 @@ async fn start_http(
         })
         .collect();
     let transport = HttpTransport::connect(client, http.url, headers, http.bearer, tap);
-    match tokio::time::timeout(bound, bridge.serve(transport)).await {
-        Ok(Ok(running)) => Ok(Connection::open(label, running, None, None, None)),
+    let running = handshake(&label, bridge.serve(transport), options).await?;
+    Ok(Connection::open(label, running, None, None, None))
+}
+
+/// `initialize` on a server with no process of ours (HTTP, streams): no
+/// stderr to quote, nothing to stop on a failure but the transport rmcp
+/// drops.
+async fn handshake<S, E: std::fmt::Display>(
+    label: &str,
+    serving: impl std::future::Future<Output = Result<S, E>>,
+    options: &StartOptions,
+) -> Result<S, StartError> {
+    let bound = options.initialize_timeout;
+    match tokio::time::timeout(bound, serving).await {
+        Ok(Ok(running)) => Ok(running),
         Ok(Err(error)) => Err(StartError::Handshake {
-            label,
+            label: label.to_owned(),
             reason: error.to_string(),
         }),
-        Err(_) => Err(StartError::NoAnswer { label, bound }),
+        Err(_) => Err(StartError::NoAnswer {
+            label: label.to_owned(),
+            bound,
+        }),
     }
 }
 

@@ -1,10 +1,13 @@
 //! What an MCP server is and how to reach it: a prepared child process on
-//! stdio, or a Streamable HTTP endpoint.
+//! stdio, a Streamable HTTP endpoint, or a server already running at the
+//! other end of two byte streams.
 
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
 
 /// Stops a stdio server's process, given its pid, in place of closing its
 /// stdin and waiting (the ACP front's job guard: a SIGTERM to it stops the
@@ -22,6 +25,7 @@ pub struct Upstream {
 pub enum Transport {
     Stdio(Stdio),
     Http(Http),
+    Streams(Streams),
 }
 
 /// A server that is a child process speaking MCP on its stdin and stdout.
@@ -45,6 +49,19 @@ pub enum Stderr {
     /// Logged line by line (debug, target `switchboard_mcp_client::stderr`),
     /// its last KiB kept for the report of a failed start (`it said: …`).
     Capture,
+}
+
+/// A server already running at the other end of two byte streams, framed
+/// as on stdio (one message per line): one in this process (the fuzz
+/// targets run their scripted servers so, on virtual time), or one
+/// reached over a socket. Served as a stdio server is (`tools/call` around
+/// rmcp, the same tap); stopping it closes its input, the end a stdio
+/// server is told to exit by: there is no process to signal or wait for.
+pub struct Streams {
+    /// What the server writes (a stdio server's stdout).
+    pub output: Box<dyn AsyncRead + Send + Unpin>,
+    /// What it reads (a stdio server's stdin).
+    pub input: Box<dyn AsyncWrite + Send + Unpin>,
 }
 
 /// A server reached over Streamable HTTP.
@@ -88,6 +105,21 @@ impl Upstream {
         }
     }
 
+    /// A server that writes `output` and reads `input` (see [`Streams`]).
+    pub fn streams(
+        label: impl Into<String>,
+        output: impl AsyncRead + Send + Unpin + 'static,
+        input: impl AsyncWrite + Send + Unpin + 'static,
+    ) -> Self {
+        Upstream {
+            label: label.into(),
+            transport: Transport::Streams(Streams {
+                output: Box::new(output),
+                input: Box::new(input),
+            }),
+        }
+    }
+
     pub fn http(label: impl Into<String>, url: impl Into<String>) -> Self {
         Upstream {
             label: label.into(),
@@ -100,7 +132,7 @@ impl Upstream {
     }
 
     /// A stdio server's stderr captured (see [`Stderr::Capture`]); no effect
-    /// on an HTTP server.
+    /// on any other.
     pub fn capture_stderr(mut self) -> Self {
         if let Transport::Stdio(stdio) = &mut self.transport {
             stdio.stderr = Stderr::Capture;
@@ -109,7 +141,7 @@ impl Upstream {
     }
 
     /// A stdio server stopped by `stop` (see [`Stdio::stop`]); no effect on
-    /// an HTTP server.
+    /// any other.
     pub fn stopped_by(mut self, stop: StopHook) -> Self {
         if let Transport::Stdio(stdio) = &mut self.transport {
             stdio.stop = Some(stop);
@@ -117,7 +149,7 @@ impl Upstream {
         self
     }
 
-    /// An HTTP server's headers; no effect on a stdio server.
+    /// An HTTP server's headers; no effect on any other.
     pub fn headers(mut self, headers: Vec<(String, String)>) -> Self {
         if let Transport::Http(http) = &mut self.transport {
             http.headers = headers;

@@ -1,9 +1,11 @@
 //! The layer against a real MCP server process: the workspace's
 //! `mcp-test-server` (built by `cargo test --workspace`, or
-//! `cargo build -p switchboard-mcp --bins`), or a shell that is not one.
+//! `cargo build -p switchboard-mcp --bins`), or a shell that is not one;
+//! and against a scripted server on streams (`streams.rs`).
 
 mod calls;
 mod starting;
+mod streams;
 mod supervision;
 mod surface;
 
