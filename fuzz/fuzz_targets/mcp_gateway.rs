@@ -1,11 +1,17 @@
 //! Arbitrary bytes as an MCP client's side of a gateway session
 //! (`switchboard mcp`'s stdio, in process: `Gateway::serve`, with its wire
 //! pump, the fast path for plain calls and rmcp behind it), against a real
-//! hub on its Unix socket with a version-2 tool provider: tools that echo,
-//! report progress, ask the caller to sample and take their time; and
-//! resources, prompts and completion. Beside each fuzzed session, a second
-//! session on the same gateway makes a well-formed call and answers its own
-//! sampling request.
+//! hub with a version-2 tool provider: tools that echo, report progress,
+//! ask the caller to sample and take their time; and resources, prompts
+//! and completion. Beside each fuzzed session, a second session on the
+//! same gateway makes a well-formed call and answers its own sampling
+//! request.
+//!
+//! The gateway and the provider reach the hub through its in-process
+//! connections (the endpoint door), and everything runs on one thread on
+//! tokio's paused clock: the quiet that ends an input, and every bound, is
+//! waited out the moment every task waits (a Unix socket and real waits
+//! made this target about a hundred inputs a second).
 //!
 //! Checks: nothing panics; every line the gateway writes is JSON-RPC 2.0;
 //! an answer names only an id the client sent (or `null`); the session
@@ -24,13 +30,12 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 use switchboard_fuzz::mcp::{self, FuzzHub};
-use switchboard_hub::AddOns;
 use switchboard_mcp::{Gateway, GatewayOptions};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// How long the fuzzed session's output may stay quiet before its input is
-/// closed: the hub, the provider and the gateway are all in process, and
-/// a call's round trip takes well under a millisecond.
+/// closed: on the paused clock, as soon as nothing is left to run but the
+/// provider's own waits (`fz__slow`'s 50 ms among them).
 const QUIET: Duration = Duration::from_millis(10);
 /// The longest the fuzzed session's input stays open.
 const OPEN_AT_MOST: Duration = Duration::from_secs(2);
@@ -54,7 +59,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
             .with_writer(std::io::stderr)
             .init();
     }
-    let runtime = mcp::runtime();
+    let runtime = mcp::paused_runtime();
     let dir = tempfile::tempdir().expect("a temp dir");
     let (hub, gateway) = runtime.block_on(start(dir.path()));
     Fixture {
@@ -66,7 +71,7 @@ static FIXTURE: LazyLock<Fixture> = LazyLock::new(|| {
 });
 
 async fn start(root: &Path) -> (FuzzHub, Arc<Gateway>) {
-    let fuzz_hub = mcp::start(root, "", false, AddOns::default()).await;
+    let fuzz_hub = mcp::start_in_process(root, "").await;
     let gateway = Gateway::start(GatewayOptions {
         endpoint: fuzz_hub.endpoint.clone(),
         profile: None,
@@ -84,10 +89,12 @@ async fn start(root: &Path) -> (FuzzHub, Arc<Gateway>) {
 }
 
 /// An id as a set key: numbers by value (`1` and `1.0` are one id to a
-/// JSON-RPC peer that reads numbers), strings by their text.
+/// JSON-RPC peer that reads numbers, and so are `-0` and `0`), strings by
+/// their text.
 fn id_key(id: &Value) -> String {
     match id {
-        Value::Number(number) => format!("n{:?}", number.as_f64()),
+        // `+ 0.0` makes -0.0 0.0 (and leaves every other value as it is).
+        Value::Number(number) => format!("n{:?}", number.as_f64().map(|n| n + 0.0)),
         Value::String(text) => format!("s{text}"),
         other => format!("o{other}"),
     }

@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::json;
-use switchboard_client::{reply, Client, ConnectOptions, Endpoint, Reply, RequestOptions};
+use switchboard_client::{
+    reply, Client, ConnectOptions, Connector, Endpoint, Reply, RequestOptions,
+};
+use switchboard_hub::endpoint::EndpointDoor;
 use switchboard_hub::{AddOns, Hub, HubOptions};
 use switchboard_protocol::{ErrorCode, ErrorObject};
 use switchboard_tools::{
@@ -28,6 +32,18 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .expect("a runtime")
 }
 
+/// The runtime of a target whose every part is in this process, connected
+/// in memory (no socket, no child): one thread on tokio's paused clock, so
+/// a wait ends the moment every task waits, however long it is, and a run
+/// is the same each time.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a runtime")
+}
+
 /// A hub, and the provider registered on it.
 pub struct FuzzHub {
     pub hub: Hub,
@@ -40,6 +56,38 @@ pub struct FuzzHub {
 /// added, so a callback nobody answers ends its call soon), its HTTP port
 /// on loopback when `ws`, and `add_ons`; then registers the provider.
 pub async fn start(root: &Path, config: &str, ws: bool, add_ons: AddOns) -> FuzzHub {
+    let (hub, dir) = start_hub(root, config, ws, add_ons).await;
+    with_provider(root, hub, Endpoint::Dir(Some(dir))).await
+}
+
+/// [`start`] with no port and no add-on but an endpoint door: the provider
+/// and whoever uses the returned endpoint connect in process, so that a
+/// target on [`paused_runtime`] drives no socket.
+pub async fn start_in_process(root: &Path, config: &str) -> FuzzHub {
+    let door = Arc::new(Mutex::new(None::<EndpointDoor>));
+    let held = door.clone();
+    let add_ons = AddOns {
+        endpoint: Some(Box::new(move |attached, _| {
+            *held.lock() = Some(attached);
+            switchboard_hub::endpoint::Endpoint {
+                routes: axum::Router::new(),
+                remote_paths: Vec::new(),
+                mcp_path: None,
+                keep_alive_paths: Vec::new(),
+            }
+        })),
+        ..AddOns::default()
+    };
+    let (hub, _) = start_hub(root, config, false, add_ons).await;
+    let door = door.lock().clone().expect("the hub attached its endpoint");
+    let endpoint = Endpoint::InProcess {
+        connect: Connector::new(move || Ok(door.connect()?)),
+        token: Some(hub.info().token.clone()),
+    };
+    with_provider(root, hub, endpoint).await
+}
+
+async fn start_hub(root: &Path, config: &str, ws: bool, add_ons: AddOns) -> (Hub, PathBuf) {
     let config_path = root.join("switchboard.toml");
     std::fs::write(
         &config_path,
@@ -57,7 +105,10 @@ pub async fn start(root: &Path, config: &str, ws: bool, add_ons: AddOns) -> Fuzz
     let hub = Hub::start_with(options, add_ons)
         .await
         .expect("the hub starts");
-    let endpoint = Endpoint::Dir(Some(dir));
+    (hub, dir)
+}
+
+async fn with_provider(root: &Path, hub: Hub, endpoint: Endpoint) -> FuzzHub {
     let client = Client::connect_with(ConnectOptions {
         endpoint: endpoint.clone(),
         client_name: "fuzz provider".into(),
