@@ -220,7 +220,10 @@ fuzz_target!(|data: &[u8]| {
             }
         });
     }
-    if INPUTS.fetch_add(1, Ordering::Relaxed) % CHECK_EVERY == 0 {
+    if INPUTS
+        .fetch_add(1, Ordering::Relaxed)
+        .is_multiple_of(CHECK_EVERY)
+    {
         fixture.runtime.block_on(a_session_works(fixture.address));
     }
 });

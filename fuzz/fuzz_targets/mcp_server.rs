@@ -83,11 +83,13 @@ async fn replay(side: DuplexStream, script: Vec<u8>) {
     let _ = write.shutdown().await;
 }
 
-/// What the server asked and told: the method, the progress token its
+/// What the server asked or told: the method, the progress token its
 /// params named (if a string), and the call it was attributed to.
+type Seen = (String, Option<String>, Option<CallTag>);
+
 #[derive(Default)]
 struct Recorder {
-    seen: Mutex<Vec<(String, Option<String>, Option<CallTag>)>>,
+    seen: Mutex<Vec<Seen>>,
 }
 
 impl Recorder {
