@@ -1,6 +1,7 @@
 //! The MCP client side of Switchboard, on the official `rmcp` SDK: start an
-//! MCP server (a child on stdio, or Streamable HTTP), run the handshake,
-//! list and call its tools, and keep it up. The ACP front's session servers
+//! MCP server (a child on stdio, Streamable HTTP, or a server already at
+//! the other end of two byte streams), run the handshake, list and call
+//! its tools, and keep it up. The ACP front's session servers
 //! and `switchboard provide-mcp` both reach their servers through it; no
 //! other crate uses rmcp's client side, and no rmcp type is in this
 //! crate's API (tools, results and the server's own requests are MCP's
@@ -20,9 +21,10 @@
 //!
 //! Layering: `supervise.rs` → `start.rs` → `connection.rs` (with `call.rs`,
 //! `request.rs`) → `bridge.rs` → `progress.rs`, `handler.rs`; never back.
-//! Both transports, `child.rs` (stdio) and `streamable.rs` (Streamable
-//! HTTP, as lines), hand rmcp lines through the same `tap.rs`. On stdio,
-//! `tools/call` goes around rmcp: `call.rs` writes its line into the
+//! Both transports, `child.rs` (stdio, and streams: the same transport
+//! with no child) and `streamable.rs` (Streamable HTTP, as lines), hand
+//! rmcp lines through the same `tap.rs`. On stdio, `tools/call` goes
+//! around rmcp: `call.rs` writes its line into the
 //! child's input queue (`input.rs`, which rmcp writes into too) and the
 //! tap hands it the answer.
 
