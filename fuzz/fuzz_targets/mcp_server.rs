@@ -35,6 +35,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
+use switchboard_fuzz::mcp;
 use switchboard_mcp_client::{
     start, CallTag, Handler, HandlerFuture, ProgressSink, ProgressUpdate, ServerNotification,
     ServerRequest, StartOptions, Started, ToolCall, Upstream,
@@ -49,13 +50,7 @@ const LABEL: &str = "the fuzzed server";
 /// polled.
 const CALLS: [(CallTag, &str); 2] = [(7, "sb-1"), (8, "sb-2")];
 
-static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a runtime")
-});
+static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(mcp::paused_runtime);
 
 /// The server: one line of `script` for each line read from `side`, then,
 /// once `side`'s input ends or the script runs out, the rest of it; then
